@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: MIT */
+#include "util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+int sbx_error_set(struct sbx_error *err, int errnum, const char *fmt, ...)
+{
+        if (errnum <= 0)
+                errnum = EIO;
+        if (err) {
+                va_list ap;
+                char head[384];
+
+                va_start(ap, fmt);
+                vsnprintf(head, sizeof(head), fmt, ap);
+                va_end(ap);
+                err->code = errnum;
+                snprintf(err->msg, sizeof(err->msg), "%s: %s", head, strerror(errnum));
+        }
+        return -errnum;
+}
+
+int sbx_error_wrap(struct sbx_error *err, const char *fmt, ...)
+{
+        if (!err)
+                return -EIO;
+        char head[256], old[sizeof(err->msg)];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(head, sizeof(head), fmt, ap);
+        va_end(ap);
+        memcpy(old, err->msg, sizeof(old));
+        snprintf(err->msg, sizeof(err->msg), "%s: %s", head, old);
+        return -(err->code ? err->code : EIO);
+}
+
+void buf_init(struct buf *b, size_t max)
+{
+        b->data = NULL;
+        b->len = b->cap = 0;
+        b->max = max ? max : SIZE_MAX;
+}
+
+void buf_free(struct buf *b)
+{
+        free(b->data);
+        b->data = NULL;
+        b->len = b->cap = 0;
+}
+
+static int buf_reserve(struct buf *b, size_t extra)
+{
+        if (extra > b->max || b->len > b->max - extra)
+                return -E2BIG;
+        size_t need = b->len + extra + 1; /* room for a terminator */
+        if (need <= b->cap)
+                return 0;
+        size_t ncap = b->cap ? b->cap : 256;
+        while (ncap < need)
+                ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
+        char *n = realloc(b->data, ncap);
+        if (!n)
+                return -ENOMEM;
+        b->data = n;
+        b->cap = ncap;
+        return 0;
+}
+
+int buf_append(struct buf *b, const void *data, size_t len)
+{
+        int r = buf_reserve(b, len);
+        if (r < 0)
+                return r;
+        if (len)
+                memcpy(b->data + b->len, data, len);
+        b->len += len;
+        b->data[b->len] = '\0';
+        return 0;
+}
+
+int buf_printf(struct buf *b, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(NULL, 0, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return -EINVAL;
+        int r = buf_reserve(b, (size_t)n);
+        if (r < 0)
+                return r;
+        va_start(ap, fmt);
+        vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+        b->len += (size_t)n;
+        return 0;
+}
+
+int buf_terminate(struct buf *b)
+{
+        return buf_append(b, "", 0);
+}
+
+static int64_t clock_ms(clockid_t id)
+{
+        struct timespec ts;
+        clock_gettime(id, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t now_ms(void)
+{
+        return clock_ms(CLOCK_REALTIME);
+}
+
+int64_t mono_ms(void)
+{
+        return clock_ms(CLOCK_MONOTONIC);
+}
+
+int64_t mono_us(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void format_rfc3339(int64_t ms, char out[32])
+{
+        time_t secs = (time_t)(ms / 1000);
+        struct tm tm;
+        gmtime_r(&secs, &tm);
+        snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+}
+
+int parse_duration_ms(const char *s, int64_t *ret_ms)
+{
+        if (!s || !*s)
+                return -EINVAL;
+        char *end;
+        errno = 0;
+        double v = strtod(s, &end);
+        if (errno || end == s || v < 0 || v > 1e12)
+                return -EINVAL;
+        double mult;
+        if (!*end || !strcmp(end, "s"))
+                mult = 1000;
+        else if (!strcmp(end, "ms"))
+                mult = 1;
+        else if (!strcmp(end, "m"))
+                mult = 60e3;
+        else if (!strcmp(end, "h"))
+                mult = 3600e3;
+        else if (!strcmp(end, "d"))
+                mult = 86400e3;
+        else
+                return -EINVAL;
+        *ret_ms = (int64_t)(v * mult);
+        return 0;
+}
+
+int write_all(int fd, const void *data, size_t len)
+{
+        const char *p = data;
+        while (len) {
+                ssize_t n = write(fd, p, len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+int read_all(int fd, void *data, size_t len)
+{
+        char *p = data;
+        while (len) {
+                ssize_t n = read(fd, p, len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        return -EPIPE;
+                p += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+int mkdir_p(const char *path, mode_t mode)
+{
+        char tmp[4096];
+        size_t len = strlen(path);
+        if (len == 0 || len >= sizeof(tmp))
+                return -ENAMETOOLONG;
+        memcpy(tmp, path, len + 1);
+        for (char *p = tmp + 1; *p; p++) {
+                if (*p != '/')
+                        continue;
+                *p = '\0';
+                if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+                        return -errno;
+                *p = '/';
+        }
+        if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+                return -errno;
+        return 0;
+}
+
+/* Depth-first removal through dirfds: O_NOFOLLOW everywhere, and a
+ * directory on another device (a mount point) is never entered, so a
+ * symlink or a leftover mount inside a sandbox tree cannot redirect the
+ * removal to host files. */
+static int rm_rf_children(int dfd, dev_t dev, int depth)
+{
+        if (depth > 4096)
+                return -ELOOP;
+        DIR *d = fdopendir(dfd);
+        if (!d) {
+                close(dfd);
+                return -errno;
+        }
+        int ret = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                struct stat st;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        if (errno != ENOENT)
+                                ret = -errno;
+                        continue;
+                }
+                if (S_ISDIR(st.st_mode)) {
+                        if (st.st_dev != dev) {
+                                ret = -EBUSY;
+                                continue;
+                        }
+                        int cfd = openat(dirfd(d), de->d_name,
+                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (cfd < 0) {
+                                ret = -errno;
+                                continue;
+                        }
+                        /* Let us into dirs like overlay's work/work (mode 000). */
+                        fchmod(cfd, 0700);
+                        int r = rm_rf_children(cfd, dev, depth + 1);
+                        if (r < 0)
+                                ret = r;
+                        if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                                ret = -errno;
+                } else if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT) {
+                        ret = -errno;
+                }
+        }
+        closedir(d);
+        return ret;
+}
+
+int rm_rf_at(int dirfd, const char *name)
+{
+        struct stat st;
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISDIR(st.st_mode))
+                return unlinkat(dirfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        fchmod(fd, 0700);
+        int r = rm_rf_children(fd, st.st_dev, 0);
+        if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
+                r = -errno;
+        return r;
+}

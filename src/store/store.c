@@ -1,0 +1,340 @@
+/* SPDX-License-Identifier: MIT */
+#include "store.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+
+struct store {
+        sqlite3 *db;
+        pthread_mutex_t lock;
+};
+
+static const char *const state_names[] = { "running", "suspended", "stopped" };
+
+const char *sbx_state_name(enum sbx_state s)
+{
+        return (unsigned)s < ARRAY_SIZE(state_names) ? state_names[s] : "unknown";
+}
+
+int sbx_state_parse(const char *s, enum sbx_state *ret)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(state_names); i++)
+                if (!strcmp(s, state_names[i])) {
+                        *ret = (enum sbx_state)i;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+static int db_error(struct store *st, struct sbx_error *err, const char *what)
+{
+        int code = sqlite3_extended_errcode(st->db);
+        int errnum = (code & 0xff) == SQLITE_CONSTRAINT ? EEXIST
+                   : (code & 0xff) == SQLITE_FULL     ? ENOSPC
+                   : (code & 0xff) == SQLITE_BUSY     ? EBUSY
+                                                      : EIO;
+        if (err) {
+                err->code = errnum;
+                snprintf(err->msg, sizeof(err->msg), "store: %s: %s", what, sqlite3_errmsg(st->db));
+        }
+        return -errnum;
+}
+
+static const char schema[] =
+        "CREATE TABLE IF NOT EXISTS sandboxes ("
+        "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        "  deployment TEXT NOT NULL,"
+        "  account TEXT NOT NULL,"
+        "  name TEXT NOT NULL,"
+        "  class TEXT NOT NULL,"
+        "  image TEXT NOT NULL,"
+        "  state TEXT NOT NULL,"
+        "  created_at INTEGER NOT NULL,"
+        "  last_active_at INTEGER NOT NULL,"
+        "  state_since INTEGER NOT NULL,"
+        "  slot INTEGER NOT NULL UNIQUE,"
+        "  UNIQUE (deployment, name));"
+        "CREATE TABLE IF NOT EXISTS accounts ("
+        "  account TEXT PRIMARY KEY,"
+        "  enabled INTEGER NOT NULL,"
+        "  max_sandboxes INTEGER NOT NULL DEFAULT 0);";
+
+int store_open(const char *path, struct store **ret, struct sbx_error *err)
+{
+        struct store *st = calloc(1, sizeof(*st));
+        if (!st)
+                return sbx_error_set(err, ENOMEM, "store");
+        pthread_mutex_init(&st->lock, NULL);
+        int rc = sqlite3_open_v2(path, &st->db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                                 NULL);
+        if (rc != SQLITE_OK) {
+                int r = sbx_error_set(err, EIO, "open store %s (%s)", path,
+                                      st->db ? sqlite3_errmsg(st->db) : "no memory");
+                store_close(st);
+                return r;
+        }
+        sqlite3_busy_timeout(st->db, 5000);
+        char *msg = NULL;
+        /* WAL: readers never block the writer; NORMAL sync is durable across
+         * a daemon crash (only a power loss may drop the last commits). */
+        rc = sqlite3_exec(st->db,
+                          "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                          "PRAGMA foreign_keys=ON;",
+                          NULL, NULL, &msg);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_exec(st->db, schema, NULL, NULL, &msg);
+        if (rc != SQLITE_OK) {
+                int r = sbx_error_set(err, EIO, "init store %s (%s)", path, msg ? msg : "?");
+                sqlite3_free(msg);
+                store_close(st);
+                return r;
+        }
+        *ret = st;
+        return 0;
+}
+
+void store_close(struct store *st)
+{
+        if (!st)
+                return;
+        sqlite3_close(st->db);
+        pthread_mutex_destroy(&st->lock);
+        free(st);
+}
+
+/* Run one statement with text/int binds given as a format: 't' text,
+ * 'i' int64. */
+static int exec_stmt(struct store *st, struct sbx_error *err, const char *sql, const char *fmt, ...)
+{
+        sqlite3_stmt *stmt = NULL;
+        int r = 0;
+        pthread_mutex_lock(&st->lock);
+        if (sqlite3_prepare_v2(st->db, sql, -1, &stmt, NULL) != SQLITE_OK) {
+                r = db_error(st, err, "prepare");
+                goto out;
+        }
+        va_list ap;
+        va_start(ap, fmt);
+        for (int i = 0; fmt[i]; i++) {
+                if (fmt[i] == 't')
+                        sqlite3_bind_text(stmt, i + 1, va_arg(ap, const char *), -1, SQLITE_TRANSIENT);
+                else
+                        sqlite3_bind_int64(stmt, i + 1, va_arg(ap, int64_t));
+        }
+        va_end(ap);
+        int rc = sqlite3_step(stmt);
+        if (rc != SQLITE_DONE)
+                r = db_error(st, err, "write");
+        else
+                r = (int)sqlite3_changes(st->db);
+out:
+        sqlite3_finalize(stmt);
+        pthread_mutex_unlock(&st->lock);
+        return r;
+}
+
+int store_sandbox_insert(struct store *st, struct store_sandbox *sb, struct sbx_error *err)
+{
+        sqlite3_stmt *stmt = NULL;
+        int r = 0;
+        pthread_mutex_lock(&st->lock);
+        if (sqlite3_prepare_v2(st->db,
+                               "INSERT INTO sandboxes (deployment, account, name, class, image, state,"
+                               " created_at, last_active_at, state_since, slot)"
+                               " VALUES (?,?,?,?,?,?,?,?,?,?)",
+                               -1, &stmt, NULL) != SQLITE_OK) {
+                r = db_error(st, err, "prepare insert");
+                goto out;
+        }
+        sqlite3_bind_text(stmt, 1, sb->deployment, -1, SQLITE_STATIC);
+        sqlite3_bind_text(stmt, 2, sb->account, -1, SQLITE_STATIC);
+        sqlite3_bind_text(stmt, 3, sb->name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(stmt, 4, sb->sandbox_class, -1, SQLITE_STATIC);
+        sqlite3_bind_text(stmt, 5, sb->image, -1, SQLITE_STATIC);
+        sqlite3_bind_text(stmt, 6, sbx_state_name(sb->state), -1, SQLITE_STATIC);
+        sqlite3_bind_int64(stmt, 7, sb->created_at);
+        sqlite3_bind_int64(stmt, 8, sb->last_active_at);
+        sqlite3_bind_int64(stmt, 9, sb->state_since);
+        sqlite3_bind_int64(stmt, 10, sb->slot);
+        if (sqlite3_step(stmt) != SQLITE_DONE) {
+                r = db_error(st, err, "insert sandbox");
+                goto out;
+        }
+        sb->id = (uint64_t)sqlite3_last_insert_rowid(st->db);
+out:
+        sqlite3_finalize(stmt);
+        pthread_mutex_unlock(&st->lock);
+        return r;
+}
+
+int store_sandbox_set_state(struct store *st, uint64_t id, enum sbx_state state, int64_t since,
+                            struct sbx_error *err)
+{
+        int r = exec_stmt(st, err, "UPDATE sandboxes SET state = ?, state_since = ? WHERE id = ?",
+                          "tii", sbx_state_name(state), since, (int64_t)id);
+        return r < 0 ? r : 0;
+}
+
+int store_sandbox_touch(struct store *st, uint64_t id, int64_t last_active_at, struct sbx_error *err)
+{
+        int r = exec_stmt(st, err, "UPDATE sandboxes SET last_active_at = ? WHERE id = ?", "ii",
+                          last_active_at, (int64_t)id);
+        return r < 0 ? r : 0;
+}
+
+int store_sandbox_delete(struct store *st, uint64_t id, struct sbx_error *err)
+{
+        int r = exec_stmt(st, err, "DELETE FROM sandboxes WHERE id = ?", "i", (int64_t)id);
+        return r < 0 ? r : 0;
+}
+
+static void copy_col(char *dst, size_t n, sqlite3_stmt *stmt, int col)
+{
+        const unsigned char *t = sqlite3_column_text(stmt, col);
+        snprintf(dst, n, "%s", t ? (const char *)t : "");
+}
+
+int store_sandbox_list(struct store *st, struct store_sandbox **ret, size_t *ret_n,
+                       struct sbx_error *err)
+{
+        sqlite3_stmt *stmt = NULL;
+        struct store_sandbox *v = NULL;
+        size_t n = 0, cap = 0;
+        int r = 0;
+        pthread_mutex_lock(&st->lock);
+        if (sqlite3_prepare_v2(st->db,
+                               "SELECT id, deployment, account, name, class, image, state, created_at,"
+                               " last_active_at, state_since, slot FROM sandboxes ORDER BY id",
+                               -1, &stmt, NULL) != SQLITE_OK) {
+                r = db_error(st, err, "prepare list");
+                goto out;
+        }
+        int rc;
+        while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+                if (n == cap) {
+                        cap = cap ? cap * 2 : 16;
+                        struct store_sandbox *nv = realloc(v, cap * sizeof(*v));
+                        if (!nv) {
+                                r = sbx_error_set(err, ENOMEM, "store list");
+                                goto out;
+                        }
+                        v = nv;
+                }
+                struct store_sandbox *sb = &v[n++];
+                memset(sb, 0, sizeof(*sb));
+                sb->id = (uint64_t)sqlite3_column_int64(stmt, 0);
+                copy_col(sb->deployment, sizeof(sb->deployment), stmt, 1);
+                copy_col(sb->account, sizeof(sb->account), stmt, 2);
+                copy_col(sb->name, sizeof(sb->name), stmt, 3);
+                copy_col(sb->sandbox_class, sizeof(sb->sandbox_class), stmt, 4);
+                copy_col(sb->image, sizeof(sb->image), stmt, 5);
+                char state[16];
+                copy_col(state, sizeof(state), stmt, 6);
+                if (sbx_state_parse(state, &sb->state) < 0)
+                        sb->state = SBX_STOPPED;
+                sb->created_at = sqlite3_column_int64(stmt, 7);
+                sb->last_active_at = sqlite3_column_int64(stmt, 8);
+                sb->state_since = sqlite3_column_int64(stmt, 9);
+                sb->slot = (uint32_t)sqlite3_column_int64(stmt, 10);
+        }
+        if (rc != SQLITE_DONE)
+                r = db_error(st, err, "list sandboxes");
+out:
+        sqlite3_finalize(stmt);
+        pthread_mutex_unlock(&st->lock);
+        if (r < 0) {
+                free(v);
+                return r;
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+int store_account_put(struct store *st, const struct store_account *a, struct sbx_error *err)
+{
+        int r = exec_stmt(st, err,
+                          "INSERT INTO accounts (account, enabled, max_sandboxes) VALUES (?,?,?)"
+                          " ON CONFLICT(account) DO UPDATE SET enabled = excluded.enabled,"
+                          " max_sandboxes = excluded.max_sandboxes",
+                          "tii", a->account, (int64_t)a->enabled, a->limit);
+        return r < 0 ? r : 0;
+}
+
+static void read_account(sqlite3_stmt *stmt, struct store_account *a)
+{
+        memset(a, 0, sizeof(*a));
+        copy_col(a->account, sizeof(a->account), stmt, 0);
+        a->enabled = sqlite3_column_int64(stmt, 1) != 0;
+        a->limit = sqlite3_column_int64(stmt, 2);
+}
+
+int store_account_get(struct store *st, const char *account, struct store_account *ret,
+                      struct sbx_error *err)
+{
+        sqlite3_stmt *stmt = NULL;
+        int r = 0;
+        pthread_mutex_lock(&st->lock);
+        if (sqlite3_prepare_v2(st->db,
+                               "SELECT account, enabled, max_sandboxes FROM accounts WHERE account = ?",
+                               -1, &stmt, NULL) != SQLITE_OK) {
+                r = db_error(st, err, "prepare account");
+                goto out;
+        }
+        sqlite3_bind_text(stmt, 1, account, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(stmt);
+        if (rc == SQLITE_ROW) {
+                read_account(stmt, ret);
+                r = 1;
+        } else if (rc != SQLITE_DONE) {
+                r = db_error(st, err, "get account");
+        }
+out:
+        sqlite3_finalize(stmt);
+        pthread_mutex_unlock(&st->lock);
+        return r;
+}
+
+int store_account_list(struct store *st, struct store_account **ret, size_t *ret_n,
+                       struct sbx_error *err)
+{
+        sqlite3_stmt *stmt = NULL;
+        struct store_account *v = NULL;
+        size_t n = 0, cap = 0;
+        int r = 0;
+        pthread_mutex_lock(&st->lock);
+        if (sqlite3_prepare_v2(st->db,
+                               "SELECT account, enabled, max_sandboxes FROM accounts ORDER BY account",
+                               -1, &stmt, NULL) != SQLITE_OK) {
+                r = db_error(st, err, "prepare accounts");
+                goto out;
+        }
+        int rc;
+        while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+                if (n == cap) {
+                        cap = cap ? cap * 2 : 16;
+                        struct store_account *nv = realloc(v, cap * sizeof(*v));
+                        if (!nv) {
+                                r = sbx_error_set(err, ENOMEM, "store accounts");
+                                goto out;
+                        }
+                        v = nv;
+                }
+                read_account(stmt, &v[n++]);
+        }
+        if (rc != SQLITE_DONE)
+                r = db_error(st, err, "list accounts");
+out:
+        sqlite3_finalize(stmt);
+        pthread_mutex_unlock(&st->lock);
+        if (r < 0) {
+                free(v);
+                return r;
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/* Durable records: SQLite in WAL mode, <state>/sandboxd.db. The store
+ * holds records only, never a secret. One connection, serialized by a
+ * mutex: every call is short. A cluster would put another engine behind
+ * this same interface. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/names.h"
+#include "../common/util.h"
+
+struct store;
+
+enum sbx_state {
+        SBX_RUNNING = 0,
+        SBX_SUSPENDED = 1,
+        SBX_STOPPED = 2,
+};
+
+const char *sbx_state_name(enum sbx_state s);
+int sbx_state_parse(const char *s, enum sbx_state *ret);
+
+struct store_sandbox {
+        uint64_t id;                        /* never reused */
+        char deployment[SBX_NAME_MAX + 1];
+        char account[SBX_NAME_MAX + 1];
+        char name[SBX_NAME_MAX + 1];
+        char sandbox_class[SBX_NAME_MAX + 1];
+        char image[65];
+        enum sbx_state state;
+        int64_t created_at;                 /* ms since the epoch */
+        int64_t last_active_at;
+        int64_t state_since;
+        uint32_t slot;                      /* index of its host uid range */
+};
+
+struct store_account {
+        char account[SBX_NAME_MAX + 1];
+        bool enabled;
+        int64_t limit;                      /* sandboxes across deployments; 0 = none */
+};
+
+int store_open(const char *path, struct store **ret, struct sbx_error *err);
+void store_close(struct store *st);
+
+/* Insert; sb->id is assigned. -EEXIST when (deployment, name) exists. */
+int store_sandbox_insert(struct store *st, struct store_sandbox *sb, struct sbx_error *err);
+int store_sandbox_set_state(struct store *st, uint64_t id, enum sbx_state state, int64_t since,
+                            struct sbx_error *err);
+int store_sandbox_touch(struct store *st, uint64_t id, int64_t last_active_at, struct sbx_error *err);
+int store_sandbox_delete(struct store *st, uint64_t id, struct sbx_error *err);
+/* Every record; *ret malloc'd. */
+int store_sandbox_list(struct store *st, struct store_sandbox **ret, size_t *ret_n,
+                       struct sbx_error *err);
+
+/* Accounts: enable/disable with an optional limit. */
+int store_account_put(struct store *st, const struct store_account *a, struct sbx_error *err);
+/* 1 found, 0 unknown. */
+int store_account_get(struct store *st, const char *account, struct store_account *ret,
+                      struct sbx_error *err);
+int store_account_list(struct store *st, struct store_account **ret, size_t *ret_n,
+                       struct sbx_error *err);

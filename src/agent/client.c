@@ -1,0 +1,716 @@
+/* SPDX-License-Identifier: MIT */
+/* Daemon-side client of the agent protocol (see client.h). The agent runs
+ * inside a sandbox whose workload is hostile, so its answers are decoded
+ * with the same care as any outside input. */
+#include "client.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define MAX_LIST_ENTRIES 4096
+
+/* ------------------------------------------------------------- results */
+
+void agent_exec_result_free(struct agent_exec_result *r)
+{
+        if (!r)
+                return;
+        free(r->out);
+        free(r->err);
+        r->out = r->err = NULL;
+        r->out_len = r->err_len = 0;
+}
+
+void agent_proc_status_free(struct agent_proc_status *s)
+{
+        if (!s)
+                return;
+        free(s->id);
+        if (s->argv)
+                for (size_t i = 0; i < s->argc; i++)
+                        free(s->argv[i]);
+        free(s->argv);
+        memset(s, 0, sizeof(*s));
+}
+
+void agent_poll_result_free(struct agent_poll_result *r)
+{
+        if (!r)
+                return;
+        agent_proc_status_free(&r->status);
+        free(r->out);
+        free(r->err);
+        r->out = r->err = NULL;
+        r->out_len = r->err_len = 0;
+}
+
+void agent_proc_list_free(struct agent_proc_list *l)
+{
+        if (!l)
+                return;
+        for (size_t i = 0; i < l->n; i++)
+                agent_proc_status_free(&l->procs[i]);
+        free(l->procs);
+        l->procs = NULL;
+        l->n = 0;
+}
+
+int agent_signal_from_name(const char *name)
+{
+        static const struct {
+                const char *name;
+                int sig;
+        } table[] = {
+                {"TERM", SIGTERM}, {"KILL", SIGKILL}, {"INT", SIGINT},   {"HUP", SIGHUP},
+                {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+        };
+        if (!name)
+                return -EINVAL;
+        if (strncasecmp(name, "SIG", 3) == 0)
+                name += 3;
+        for (size_t i = 0; i < ARRAY_SIZE(table); i++)
+                if (strcasecmp(name, table[i].name) == 0)
+                        return table[i].sig;
+        return -EINVAL;
+}
+
+/* ----------------------------------------------------------- transport */
+
+int agent_connect(const char *sandbox_dir, int *ret_fd, struct sbx_error *err)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        struct timeval tv = {.tv_sec = AGENT_CALL_TIMEOUT_MS / 1000};
+
+        if (!sandbox_dir || !ret_fd)
+                return sbx_error_set(err, EINVAL, "agent: no sandbox directory");
+        /* A sandbox path can be longer than sun_path; a short magic link
+         * to an O_PATH descriptor of the directory always fits. */
+        _cleanup_close_ int dirfd = open(sandbox_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dirfd < 0) {
+                sbx_error_set(err, errno, "agent: open `%s`", sandbox_dir);
+                if (err)
+                        err->code = ECONNREFUSED;
+                return -ECONNREFUSED;
+        }
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/agent.sock", dirfd);
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return sbx_error_set(err, errno, "agent: socket");
+        /* A full backlog makes connect block: bound it. */
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        int r;
+        do
+                r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+        while (r < 0 && errno == EINTR);
+        if (r < 0) {
+                /* Every failure to connect is the agent being unreachable;
+                 * the message keeps the real cause. */
+                int e = errno;
+                int mapped = (e == EAGAIN || e == EINPROGRESS) ? ETIMEDOUT : ECONNREFUSED;
+                sbx_error_set(err, e, "agent: connect to `%s/agent.sock`", sandbox_dir);
+                if (err)
+                        err->code = mapped;
+                return -mapped;
+        }
+        tv.tv_sec = 0;
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+                return sbx_error_set(err, errno, "agent: fcntl");
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* Wait for fd to be ready, until the deadline (mono ms; < 0: none). */
+static int wait_fd(int fd, short events, int64_t deadline)
+{
+        for (;;) {
+                int timeout = -1;
+                if (deadline >= 0) {
+                        int64_t left = deadline - mono_ms();
+                        if (left <= 0)
+                                return -ETIMEDOUT;
+                        timeout = left > 1000000 ? 1000000 : (int)left;
+                }
+                struct pollfd pfd = {.fd = fd, .events = events};
+                int n = poll(&pfd, 1, timeout);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n > 0)
+                        return 0; /* ready, or HUP/ERR: the next call says which */
+        }
+}
+
+static int send_full(int fd, const void *data, size_t len, int64_t deadline)
+{
+        const uint8_t *p = data;
+        while (len > 0) {
+                ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (n > 0) {
+                        p += n;
+                        len -= (size_t)n;
+                        continue;
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                        int r = wait_fd(fd, POLLOUT, deadline);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                return -EPIPE;
+        }
+        return 0;
+}
+
+static int recv_full(int fd, void *data, size_t len, int64_t deadline)
+{
+        uint8_t *p = data;
+        while (len > 0) {
+                ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
+                if (n > 0) {
+                        p += n;
+                        len -= (size_t)n;
+                        continue;
+                }
+                if (n == 0)
+                        return -EPIPE;
+                if (errno == EINTR)
+                        continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                        int r = wait_fd(fd, POLLIN, deadline);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                return -EPIPE;
+        }
+        return 0;
+}
+
+static int map_agent_err(uint64_t code)
+{
+        switch (code) {
+        case AGENT_E_INVALID:
+                return EINVAL;
+        case AGENT_E_NOT_FOUND:
+                return ENOENT;
+        case AGENT_E_CAP:
+                return EDQUOT;
+        case AGENT_E_STATE:
+                return EBUSY;
+        default:
+                return EREMOTEIO;
+        }
+}
+
+/* Turn an AGENT_RESP_ERR payload into the mapped error. */
+static int decode_agent_err(const uint8_t *payload, uint32_t len, struct sbx_error *err)
+{
+        struct agent_field f;
+        uint64_t code = AGENT_E_INTERNAL;
+        char msg[384] = "agent error";
+
+        if (agent_find(payload, len, AGENT_T_ERR_CODE, &f) == 1)
+                agent_field_u64(&f, &code);
+        if (agent_find(payload, len, AGENT_T_MESSAGE, &f) == 1) {
+                size_t n = MIN((size_t)f.len, sizeof(msg) - 1);
+                memcpy(msg, f.data, n);
+                msg[n] = '\0';
+                for (size_t i = 0; i < n; i++) /* keep it one printable line */
+                        if ((unsigned char)msg[i] < 0x20 || msg[i] == 0x7f)
+                                msg[i] = ' ';
+        }
+        int e = map_agent_err(code);
+        if (err) {
+                err->code = e;
+                snprintf(err->msg, sizeof(err->msg), "%s", msg);
+        }
+        return -e;
+}
+
+static int transport_error(struct sbx_error *err, int r, const char *what)
+{
+        switch (r) {
+        case -ETIMEDOUT:
+                return sbx_error_set(err, ETIMEDOUT, "agent: no answer to %s in time", what);
+        case -EPROTO:
+                return sbx_error_set(err, EPROTO, "agent: malformed answer to %s", what);
+        case -ENOMEM:
+                return sbx_error_set(err, ENOMEM, "agent: %s", what);
+        default:
+                return sbx_error_set(err, EPIPE, "agent: connection lost during %s", what);
+        }
+}
+
+int agent_call(int fd, const struct agent_msg *req, int timeout_ms, uint8_t **ret_payload,
+               uint32_t *ret_len, struct sbx_error *err)
+{
+        int64_t deadline = timeout_ms < 0 ? -1 : mono_ms() + timeout_ms;
+        uint8_t head[AGENT_HEADER_SIZE];
+        uint16_t type;
+        uint32_t len;
+        int r;
+
+        agent_header_encode(req, head);
+        if ((r = send_full(fd, head, sizeof(head), deadline)) < 0 ||
+            (r = send_full(fd, req->payload.data, req->payload.len, deadline)) < 0)
+                return transport_error(err, r, "a request");
+        if ((r = recv_full(fd, head, sizeof(head), deadline)) < 0)
+                return transport_error(err, r, "a request");
+        if (agent_header_decode(head, &type, &len) < 0 ||
+            (type != AGENT_RESP_OK && type != AGENT_RESP_ERR))
+                return transport_error(err, -EPROTO, "a request");
+        _cleanup_free_ uint8_t *payload = malloc(len ? len : 1);
+        if (!payload)
+                return transport_error(err, -ENOMEM, "a request");
+        if (len && (r = recv_full(fd, payload, len, deadline)) < 0)
+                return transport_error(err, r, "a request");
+        if (type == AGENT_RESP_ERR)
+                return decode_agent_err(payload, len, err);
+        *ret_payload = TAKE_PTR(payload);
+        *ret_len = len;
+        return 0;
+}
+
+/* Connect, ask, close. */
+static int call_dir(const char *dir, const struct agent_msg *req, int timeout_ms,
+                    uint8_t **ret_payload, uint32_t *ret_len, struct sbx_error *err)
+{
+        _cleanup_close_ int fd = -1;
+        int r = agent_connect(dir, &fd, err);
+        if (r < 0)
+                return r;
+        return agent_call(fd, req, timeout_ms, ret_payload, ret_len, err);
+}
+
+/* -------------------------------------------------------------- decode */
+
+static int take_bytes(const struct agent_field *f, char **ret, size_t *ret_len)
+{
+        char *s = malloc((size_t)f->len + 1);
+        if (!s)
+                return -ENOMEM;
+        if (f->len)
+                memcpy(s, f->data, f->len);
+        s[f->len] = '\0';
+        free(*ret);
+        *ret = s;
+        *ret_len = f->len;
+        return 0;
+}
+
+static int status_add_argv(struct agent_proc_status *st, const struct agent_field *f)
+{
+        if (st->argc >= AGENT_MAX_ARGV)
+                return -EPROTO;
+        char **n = realloc(st->argv, (st->argc + 2) * sizeof(char *));
+        if (!n)
+                return -ENOMEM;
+        st->argv = n;
+        size_t len;
+        st->argv[st->argc] = NULL;
+        int r = take_bytes(f, &st->argv[st->argc], &len);
+        if (r < 0)
+                return r;
+        st->argv[++st->argc] = NULL;
+        return 0;
+}
+
+/* A field of a process status: 1 consumed, 0 not ours, < 0 error. */
+static int status_field(struct agent_proc_status *st, const struct agent_field *f)
+{
+        uint64_t v;
+        size_t len;
+        int r;
+
+        switch (f->tag) {
+        case AGENT_T_PROC_ID:
+                r = take_bytes(f, &st->id, &len);
+                return r < 0 ? r : 1;
+        case AGENT_T_ARGV:
+                r = status_add_argv(st, f);
+                return r < 0 ? r : 1;
+        case AGENT_T_STATE:
+        case AGENT_T_EXIT_CODE:
+        case AGENT_T_STARTED_AT:
+        case AGENT_T_EXITED_AT:
+                if (agent_field_u64(f, &v) < 0)
+                        return -EPROTO;
+                if (f->tag == AGENT_T_STATE)
+                        st->exited = v == 1;
+                else if (f->tag == AGENT_T_EXIT_CODE)
+                        st->exit_code = (int)(int32_t)v;
+                else if (f->tag == AGENT_T_STARTED_AT)
+                        st->started_at = (int64_t)v;
+                else
+                        st->exited_at = (int64_t)v;
+                return 1;
+        default:
+                return 0;
+        }
+}
+
+/* Walk payload, calling fn on each field; bounded field count. */
+typedef int (*field_fn)(void *ctx, const struct agent_field *f);
+
+static int walk(const uint8_t *payload, uint32_t len, field_fn fn, void *ctx)
+{
+        struct agent_field f;
+        uint32_t pos = 0;
+        unsigned count = 0;
+        int r;
+
+        while ((r = agent_next_field(payload, len, &pos, &f)) > 0) {
+                if (++count > AGENT_MAX_FIELDS)
+                        return -EPROTO;
+                r = fn(ctx, &f);
+                if (r < 0)
+                        return r;
+        }
+        return r;
+}
+
+static int status_fn(void *ctx, const struct agent_field *f)
+{
+        int r = status_field(ctx, f);
+        return r < 0 ? r : 0;
+}
+
+static int decode_status(const uint8_t *payload, uint32_t len, struct agent_proc_status *st)
+{
+        memset(st, 0, sizeof(*st));
+        int r = walk(payload, len, status_fn, st);
+        if (r >= 0 && !st->id)
+                r = -EPROTO;
+        if (r >= 0 && !st->argv) {
+                st->argv = calloc(1, sizeof(char *));
+                if (!st->argv)
+                        r = -ENOMEM;
+        }
+        if (r < 0)
+                agent_proc_status_free(st);
+        return r;
+}
+
+static int poll_fn(void *ctx, const struct agent_field *f)
+{
+        struct agent_poll_result *p = ctx;
+        int r = status_field(&p->status, f);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        switch (f->tag) {
+        case AGENT_T_STDOUT:
+                return take_bytes(f, &p->out, &p->out_len);
+        case AGENT_T_STDERR:
+                return take_bytes(f, &p->err, &p->err_len);
+        case AGENT_T_STDOUT_NEXT:
+                return agent_field_u64(f, &p->out_next);
+        case AGENT_T_STDERR_NEXT:
+                return agent_field_u64(f, &p->err_next);
+        case AGENT_T_STDOUT_DROPPED:
+                return agent_field_u64(f, &p->out_dropped);
+        case AGENT_T_STDERR_DROPPED:
+                return agent_field_u64(f, &p->err_dropped);
+        default:
+                return 0;
+        }
+}
+
+static int exec_fn(void *ctx, const struct agent_field *f)
+{
+        struct agent_exec_result *e = ctx;
+        uint64_t v;
+        switch (f->tag) {
+        case AGENT_T_EXIT_CODE:
+                if (agent_field_u64(f, &v) < 0)
+                        return -EPROTO;
+                e->exit_code = (int)(int32_t)v;
+                return 0;
+        case AGENT_T_DURATION_MS:
+                if (agent_field_u64(f, &v) < 0)
+                        return -EPROTO;
+                e->duration_ms = v > INT64_MAX ? INT64_MAX : (int64_t)v;
+                return 0;
+        case AGENT_T_STDOUT:
+                return take_bytes(f, &e->out, &e->out_len);
+        case AGENT_T_STDERR:
+                return take_bytes(f, &e->err, &e->err_len);
+        case AGENT_T_TIMED_OUT:
+                return agent_field_bool(f, &e->timed_out);
+        case AGENT_T_TRUNCATED:
+                return agent_field_bool(f, &e->truncated);
+        default:
+                return 0;
+        }
+}
+
+/* Empty strings rather than NULL, so callers need no special case. */
+static int ensure_str(char **s)
+{
+        if (!*s && !(*s = calloc(1, 1)))
+                return -ENOMEM;
+        return 0;
+}
+
+static int list_fn(void *ctx, const struct agent_field *f)
+{
+        struct agent_proc_list *l = ctx;
+        if (f->tag != AGENT_T_PROC)
+                return 0;
+        if (l->n >= MAX_LIST_ENTRIES)
+                return -EPROTO;
+        struct agent_proc_status *n = realloc(l->procs, (l->n + 1) * sizeof(*n));
+        if (!n)
+                return -ENOMEM;
+        l->procs = n;
+        int r = decode_status(f->data, f->len, &l->procs[l->n]);
+        if (r < 0)
+                return r;
+        l->n++;
+        return 0;
+}
+
+/* -------------------------------------------------------------- build */
+
+static int put_strs(struct agent_msg *m, uint16_t tag, const char *const *v, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                if (!v[i])
+                        return -EINVAL;
+                int r = agent_put_str(m, tag, v[i]);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int put_cmd(struct agent_msg *m, const struct agent_cmd *cmd)
+{
+        int r;
+        if (!cmd || !cmd->argv || cmd->argc == 0 || cmd->argc > AGENT_MAX_ARGV ||
+            cmd->envc > AGENT_MAX_ENV || (cmd->envc && !cmd->env))
+                return -EINVAL;
+        if ((r = put_strs(m, AGENT_T_ARGV, cmd->argv, cmd->argc)) < 0 ||
+            (r = put_strs(m, AGENT_T_ENV, cmd->env, cmd->envc)) < 0)
+                return r;
+        if (cmd->cwd && (r = agent_put_str(m, AGENT_T_CWD, cmd->cwd)) < 0)
+                return r;
+        return 0;
+}
+
+static int build_error(struct sbx_error *err, int r, const char *what)
+{
+        if (r == -E2BIG)
+                return sbx_error_set(err, EINVAL, "%s: request too large", what);
+        return sbx_error_set(err, -r, "%s", what);
+}
+
+static int decode_error(struct sbx_error *err, int r, const char *what)
+{
+        return transport_error(err, r == -ENOMEM ? -ENOMEM : -EPROTO, what);
+}
+
+/* ----------------------------------------------------------- requests */
+
+int agent_ping(const char *dir, int timeout_ms, struct sbx_error *err)
+{
+        struct agent_msg m;
+        _cleanup_free_ uint8_t *payload = NULL;
+        uint32_t len;
+
+        agent_msg_init(&m, AGENT_REQ_PING);
+        int r = call_dir(dir, &m, timeout_ms, &payload, &len, err);
+        agent_msg_free(&m);
+        return r < 0 ? r : 0;
+}
+
+static int64_t exec_wait(int64_t timeout_ms)
+{
+        if (timeout_ms <= 0)
+                return -1;
+        int64_t w = timeout_ms + AGENT_CALL_SLACK_MS;
+        return w > INT32_MAX ? INT32_MAX : w;
+}
+
+int agent_exec(const char *dir, const struct agent_cmd *cmd, int64_t timeout_ms,
+               struct agent_exec_result *ret, struct sbx_error *err)
+{
+        struct agent_msg m;
+        _cleanup_free_ uint8_t *payload = NULL;
+        struct agent_exec_result res = {0};
+        uint32_t len;
+        int r;
+
+        agent_msg_init(&m, AGENT_REQ_EXEC);
+        if ((r = put_cmd(&m, cmd)) < 0 ||
+            (timeout_ms > 0 && (r = agent_put_u64(&m, AGENT_T_TIMEOUT_MS, (uint64_t)timeout_ms)) < 0) ||
+            (cmd->max_output && (r = agent_put_u64(&m, AGENT_T_MAX_OUTPUT, cmd->max_output)) < 0)) {
+                agent_msg_free(&m);
+                return build_error(err, r, "exec");
+        }
+        r = call_dir(dir, &m, (int)exec_wait(timeout_ms), &payload, &len, err);
+        agent_msg_free(&m);
+        if (r < 0)
+                return r;
+        r = walk(payload, len, exec_fn, &res);
+        if (r >= 0 && (r = ensure_str(&res.out)) >= 0)
+                r = ensure_str(&res.err);
+        if (r < 0) {
+                agent_exec_result_free(&res);
+                return decode_error(err, r, "exec");
+        }
+        *ret = res;
+        return 0;
+}
+
+int agent_spawn(const char *dir, const struct agent_cmd *cmd, struct agent_proc_status *ret,
+                struct sbx_error *err)
+{
+        struct agent_msg m;
+        _cleanup_free_ uint8_t *payload = NULL;
+        uint32_t len;
+        int r;
+
+        agent_msg_init(&m, AGENT_REQ_SPAWN);
+        if ((r = put_cmd(&m, cmd)) < 0 ||
+            (cmd->stdin_pipe && (r = agent_put_bool(&m, AGENT_T_STDIN, true)) < 0)) {
+                agent_msg_free(&m);
+                return build_error(err, r, "spawn");
+        }
+        r = call_dir(dir, &m, AGENT_CALL_TIMEOUT_MS, &payload, &len, err);
+        agent_msg_free(&m);
+        if (r < 0)
+                return r;
+        r = decode_status(payload, len, ret);
+        return r < 0 ? decode_error(err, r, "spawn") : 0;
+}
+
+static int put_id(struct agent_msg *m, const char *proc_id)
+{
+        if (!proc_id || !*proc_id || strlen(proc_id) > 64)
+                return -EINVAL;
+        return agent_put_str(m, AGENT_T_PROC_ID, proc_id);
+}
+
+int agent_poll(const char *dir, const char *proc_id, uint64_t stdout_from, uint64_t stderr_from,
+               int wait_ms, struct agent_poll_result *ret, struct sbx_error *err)
+{
+        struct agent_msg m;
+        _cleanup_free_ uint8_t *payload = NULL;
+        struct agent_poll_result res = {0};
+        uint32_t len;
+        int r;
+
+        if (wait_ms < 0)
+                wait_ms = 0;
+        wait_ms = MIN(wait_ms, AGENT_MAX_WAIT_MS);
+        agent_msg_init(&m, AGENT_REQ_POLL);
+        if ((r = put_id(&m, proc_id)) < 0 ||
+            (r = agent_put_u64(&m, AGENT_T_STDOUT_FROM, stdout_from)) < 0 ||
+            (r = agent_put_u64(&m, AGENT_T_STDERR_FROM, stderr_from)) < 0 ||
+            (wait_ms && (r = agent_put_u64(&m, AGENT_T_WAIT_MS, (uint64_t)wait_ms)) < 0)) {
+                agent_msg_free(&m);
+                return build_error(err, r, "poll");
+        }
+        r = call_dir(dir, &m, wait_ms + AGENT_CALL_TIMEOUT_MS, &payload, &len, err);
+        agent_msg_free(&m);
+        if (r < 0)
+                return r;
+        r = walk(payload, len, poll_fn, &res);
+        if (r >= 0 && !res.status.id)
+                r = -EPROTO;
+        if (r >= 0 && !res.status.argv && !(res.status.argv = calloc(1, sizeof(char *))))
+                r = -ENOMEM;
+        if (r >= 0 && (r = ensure_str(&res.out)) >= 0)
+                r = ensure_str(&res.err);
+        if (r < 0) {
+                agent_poll_result_free(&res);
+                return decode_error(err, r, "poll");
+        }
+        *ret = res;
+        return 0;
+}
+
+int agent_list(const char *dir, struct agent_proc_list *ret, struct sbx_error *err)
+{
+        struct agent_msg m;
+        _cleanup_free_ uint8_t *payload = NULL;
+        struct agent_proc_list l = {0};
+        uint32_t len;
+
+        agent_msg_init(&m, AGENT_REQ_LIST);
+        int r = call_dir(dir, &m, AGENT_CALL_TIMEOUT_MS, &payload, &len, err);
+        agent_msg_free(&m);
+        if (r < 0)
+                return r;
+        r = walk(payload, len, list_fn, &l);
+        if (r < 0) {
+                agent_proc_list_free(&l);
+                return decode_error(err, r, "list");
+        }
+        *ret = l;
+        return 0;
+}
+
+/* A request whose OK answer carries nothing; m is freed. */
+static int simple_call(const char *dir, struct agent_msg *m, int timeout_ms,
+                       struct sbx_error *err)
+{
+        _cleanup_free_ uint8_t *payload = NULL;
+        uint32_t len;
+        int r = call_dir(dir, m, timeout_ms, &payload, &len, err);
+        agent_msg_free(m);
+        return r < 0 ? r : 0;
+}
+
+int agent_signal(const char *dir, const char *proc_id, int sig, struct sbx_error *err)
+{
+        struct agent_msg m;
+        int r;
+
+        agent_msg_init(&m, AGENT_REQ_SIGNAL);
+        if (sig <= 0 || (r = put_id(&m, proc_id)) < 0 ||
+            (r = agent_put_u64(&m, AGENT_T_SIGNAL, (uint64_t)sig)) < 0) {
+                agent_msg_free(&m);
+                return build_error(err, -EINVAL, "signal");
+        }
+        return simple_call(dir, &m, AGENT_CALL_TIMEOUT_MS, err);
+}
+
+int agent_kill(const char *dir, const char *proc_id, struct sbx_error *err)
+{
+        struct agent_msg m;
+
+        agent_msg_init(&m, AGENT_REQ_KILL);
+        if (put_id(&m, proc_id) < 0) {
+                agent_msg_free(&m);
+                return build_error(err, -EINVAL, "kill");
+        }
+        return simple_call(dir, &m, AGENT_CALL_TIMEOUT_MS, err);
+}
+
+int agent_stdin(const char *dir, const char *proc_id, const void *data, size_t len, bool close,
+                int timeout_ms, struct sbx_error *err)
+{
+        struct agent_msg m;
+        int r;
+
+        agent_msg_init(&m, AGENT_REQ_STDIN);
+        if ((r = put_id(&m, proc_id)) < 0 || (r = agent_put_bytes(&m, AGENT_T_DATA, data, len)) < 0 ||
+            (close && (r = agent_put_bool(&m, AGENT_T_CLOSE, true)) < 0)) {
+                agent_msg_free(&m);
+                return build_error(err, r, "stdin");
+        }
+        return simple_call(dir, &m, timeout_ms, err);
+}

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/* The daemon's side of the agent protocol: typed calls to the sandbox-init
+ * of one sandbox. Thread-safe (no global state): every call opens its own
+ * connection to <sandbox_dir>/agent.sock, sends one request and waits for
+ * its answer with a timeout.
+ *
+ * Return values: >= 0 on success, otherwise a negative errno:
+ *
+ *   The agent answered with an error (AGENT_RESP_ERR); err->msg holds the
+ *   agent's message:
+ *     AGENT_E_INVALID   -> -EINVAL     (400 invalid_argument)
+ *     AGENT_E_NOT_FOUND -> -ENOENT     (404 not_found)
+ *     AGENT_E_CAP       -> -EDQUOT     (402 cap_reached)
+ *     AGENT_E_STATE     -> -EBUSY      (409 invalid_state)
+ *     AGENT_E_INTERNAL  -> -EREMOTEIO  (500; also any unknown code)
+ *
+ *   The agent could not be reached or did not answer properly (the sandbox
+ *   is not running, or its agent died); agent_is_transport_error() is true:
+ *     -ECONNREFUSED  cannot connect (no socket, nobody listening)
+ *     -EPIPE         the connection broke before the whole answer came
+ *     -ETIMEDOUT     no answer within the timeout
+ *     -EPROTO        the answer is malformed
+ *
+ *   Local: -ENOMEM; -EINVAL also for arguments rejected before sending
+ *   (e.g. an empty command), which maps to the same 400. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/util.h"
+#include "proto.h"
+
+/* How long a quick call (ping, spawn, list, signal, kill) may take, and the
+ * slack added to calls that wait on purpose (exec, poll with wait). */
+#define AGENT_CALL_TIMEOUT_MS 10000
+#define AGENT_CALL_SLACK_MS 10000
+
+static inline bool agent_is_transport_error(int r)
+{
+        return r == -ECONNREFUSED || r == -EPIPE || r == -ETIMEDOUT || r == -EPROTO;
+}
+
+/* A command to run. Strings are borrowed for the duration of the call. */
+struct agent_cmd {
+        const char *const *argv; /* argc >= 1 */
+        size_t argc;
+        const char *const *env;  /* "KEY=VALUE", override the defaults */
+        size_t envc;
+        const char *cwd;         /* NULL: /workspace; relative: against it */
+        bool stdin_pipe;         /* spawn: give it a stdin pipe */
+        uint64_t max_output;     /* exec: bytes kept per stream; 0 = 1 MiB */
+};
+
+struct agent_exec_result {
+        int exit_code;      /* status, or 128 + signal */
+        char *out;          /* stdout bytes, NUL terminated (not counted) */
+        size_t out_len;
+        char *err;          /* stderr bytes, NUL terminated (not counted) */
+        size_t err_len;
+        int64_t duration_ms;
+        bool timed_out;
+        bool truncated;
+};
+
+struct agent_proc_status {
+        char *id;
+        char **argv;        /* NULL terminated */
+        size_t argc;
+        bool exited;
+        int exit_code;      /* only when exited */
+        int64_t started_at; /* ms since the epoch */
+        int64_t exited_at;  /* ms since the epoch; 0 while running */
+};
+
+struct agent_poll_result {
+        struct agent_proc_status status;
+        char *out;          /* NUL terminated (not counted) */
+        size_t out_len;
+        char *err;
+        size_t err_len;
+        uint64_t out_next, err_next;       /* pass as the next *_from */
+        uint64_t out_dropped, err_dropped; /* bytes lost before this read */
+};
+
+struct agent_proc_list {
+        struct agent_proc_status *procs; /* in start order */
+        size_t n;
+};
+
+void agent_exec_result_free(struct agent_exec_result *r);
+void agent_proc_status_free(struct agent_proc_status *s);
+void agent_poll_result_free(struct agent_poll_result *r);
+void agent_proc_list_free(struct agent_proc_list *l);
+
+/* "TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2" (an optional "SIG"
+ * prefix is accepted) -> the signal number; -EINVAL for anything else. */
+int agent_signal_from_name(const char *name);
+
+/* Connect to <sandbox_dir>/agent.sock. The directory path may be longer
+ * than a sockaddr_un allows: it is reached through an O_PATH descriptor.
+ * The fd is O_CLOEXEC and non-blocking. */
+int agent_connect(const char *sandbox_dir, int *ret_fd, struct sbx_error *err);
+
+/* Send req on fd and wait for its answer, at most timeout_ms (< 0: no
+ * limit). An OK answer's payload is returned (malloc'd, may be empty); an
+ * ERR answer becomes the mapped error above. */
+int agent_call(int fd, const struct agent_msg *req, int timeout_ms, uint8_t **ret_payload,
+               uint32_t *ret_len, struct sbx_error *err);
+
+/* Each call below connects, asks, and closes. */
+int agent_ping(const char *dir, int timeout_ms, struct sbx_error *err);
+/* Runs cmd to completion. timeout_ms is the command's deadline (0: none);
+ * the call waits that long plus AGENT_CALL_SLACK_MS (forever with none). */
+int agent_exec(const char *dir, const struct agent_cmd *cmd, int64_t timeout_ms,
+               struct agent_exec_result *ret, struct sbx_error *err);
+int agent_spawn(const char *dir, const struct agent_cmd *cmd, struct agent_proc_status *ret,
+                struct sbx_error *err);
+/* wait_ms: hold until output or exit, at most this long (<= 30000). */
+int agent_poll(const char *dir, const char *proc_id, uint64_t stdout_from, uint64_t stderr_from,
+               int wait_ms, struct agent_poll_result *ret, struct sbx_error *err);
+int agent_list(const char *dir, struct agent_proc_list *ret, struct sbx_error *err);
+int agent_signal(const char *dir, const char *proc_id, int sig, struct sbx_error *err);
+int agent_kill(const char *dir, const char *proc_id, struct sbx_error *err);
+/* Answers once all of data is in the process's stdin pipe; close: close it
+ * afterwards. timeout_ms < 0: no limit. Data still queued when the call
+ * times out stays queued in the agent. */
+int agent_stdin(const char *dir, const char *proc_id, const void *data, size_t len, bool close,
+                int timeout_ms, struct sbx_error *err);

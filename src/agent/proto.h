@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT */
+/* The agent protocol: how sandboxd talks to sandbox-init (PID 1 of each
+ * sandbox) over its unix socket. Binary-safe framing, shared by both ends.
+ * Both ends treat the other's bytes as untrusted: every decoder checks
+ * lengths before it reads.
+ *
+ * Frame:   u32 payload_len | u16 type | u16 flags (0) | u32 reserved (0)
+ *          followed by payload_len bytes. Little-endian. payload_len is at
+ *          most AGENT_MAX_PAYLOAD; a larger frame is a protocol error and the
+ *          connection is dropped.
+ * Payload: a sequence of fields, each  u16 tag | u32 len | len bytes.
+ *          A tag may repeat (ARGV, ENV, PROC). Unknown tags are skipped.
+ *          Integers are u64 little-endian (8 bytes); booleans one byte;
+ *          strings are bytes without a NUL; nested messages are payloads.
+ *
+ * One connection carries requests one after another; each request gets
+ * exactly one response frame (AGENT_RESP_OK or AGENT_RESP_ERR). The daemon
+ * may open as many connections at once as it likes; a request may be held
+ * by the agent (exec until exit, poll with WAIT_MS) without blocking others.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/util.h"
+
+#define AGENT_HEADER_SIZE 12
+#define AGENT_MAX_PAYLOAD (8u << 20)
+#define AGENT_MAX_FIELDS 65536
+
+/* Limits the agent enforces (also documented in the API). */
+#define AGENT_MAX_PROCS 64                 /* spawned + running execs */
+#define AGENT_RING_SIZE (1u << 20)         /* newest bytes kept per stream */
+#define AGENT_EXEC_MAX_OUTPUT (1u << 20)   /* exec: bytes kept per stream */
+#define AGENT_MAX_WAIT_MS 30000
+#define AGENT_MAX_ARGV 4096
+#define AGENT_MAX_ENV 4096
+
+enum agent_msg_type {
+        /* requests, daemon -> agent */
+        AGENT_REQ_PING = 1,   /* -> OK {VERSION} */
+        AGENT_REQ_EXEC = 2,   /* {ARGV+, CWD?, ENV*, TIMEOUT_MS?, MAX_OUTPUT?} -> OK exec result */
+        AGENT_REQ_SPAWN = 3,  /* {ARGV+, CWD?, ENV*, STDIN?} -> OK process status */
+        AGENT_REQ_POLL = 4,   /* {PROC_ID, STDOUT_FROM?, STDERR_FROM?, WAIT_MS?} -> OK poll result */
+        AGENT_REQ_LIST = 5,   /* {} -> OK {PROC*} (each PROC a nested process status) */
+        AGENT_REQ_SIGNAL = 6, /* {PROC_ID, SIGNAL} -> OK {} ; signal goes to the process group */
+        AGENT_REQ_KILL = 7,   /* {PROC_ID} -> OK {} ; SIGKILL the group if running, then forget */
+        AGENT_REQ_STDIN = 8,  /* {PROC_ID, DATA?, CLOSE?} -> OK {} once DATA is written */
+
+        /* responses, agent -> daemon */
+        AGENT_RESP_OK = 0x100,
+        AGENT_RESP_ERR = 0x101, /* {ERR_CODE, MESSAGE} */
+};
+
+enum agent_tag {
+        AGENT_T_ARGV = 1,         /* string, repeated, in order */
+        AGENT_T_CWD = 2,          /* string; default /workspace; relative = against /workspace */
+        AGENT_T_ENV = 3,          /* string "KEY=VALUE", repeated; overrides the defaults */
+        AGENT_T_TIMEOUT_MS = 4,   /* u64; 0 or absent = no deadline */
+        AGENT_T_MAX_OUTPUT = 5,   /* u64; exec bytes kept per stream, default/max 1 MiB */
+        AGENT_T_STDIN = 6,        /* bool; spawn with a stdin pipe */
+        AGENT_T_PROC_ID = 7,      /* string, [A-Za-z0-9-]{1,64} */
+        AGENT_T_STDOUT_FROM = 8,  /* u64 */
+        AGENT_T_STDERR_FROM = 9,  /* u64 */
+        AGENT_T_WAIT_MS = 10,     /* u64, clamped to AGENT_MAX_WAIT_MS */
+        AGENT_T_SIGNAL = 11,      /* u64, a signal number */
+        AGENT_T_DATA = 12,        /* bytes */
+        AGENT_T_CLOSE = 13,       /* bool */
+
+        AGENT_T_EXIT_CODE = 20,   /* u64 holding an int32 (code, or 128+signal) */
+        AGENT_T_STDOUT = 21,      /* bytes */
+        AGENT_T_STDERR = 22,      /* bytes */
+        AGENT_T_DURATION_MS = 23, /* u64 */
+        AGENT_T_TIMED_OUT = 24,   /* bool */
+        AGENT_T_TRUNCATED = 25,   /* bool */
+        AGENT_T_STATE = 26,       /* u64: 0 running, 1 exited */
+        AGENT_T_STARTED_AT = 27,  /* u64 ms since the epoch (CLOCK_REALTIME) */
+        AGENT_T_EXITED_AT = 28,   /* u64 ms since the epoch; only when exited */
+        AGENT_T_STDOUT_NEXT = 29, /* u64 */
+        AGENT_T_STDERR_NEXT = 30, /* u64 */
+        AGENT_T_STDOUT_DROPPED = 31, /* u64 */
+        AGENT_T_STDERR_DROPPED = 32, /* u64 */
+        AGENT_T_PROC = 33,        /* nested payload: a process status */
+        AGENT_T_VERSION = 34,     /* string */
+
+        AGENT_T_ERR_CODE = 40,    /* u64, enum agent_err */
+        AGENT_T_MESSAGE = 41,     /* string, for humans */
+};
+
+/* Error classes; the daemon maps them to HTTP statuses. */
+enum agent_err {
+        AGENT_E_INVALID = 1,   /* 400 invalid_argument */
+        AGENT_E_NOT_FOUND = 2, /* 404 not_found (unknown process id) */
+        AGENT_E_CAP = 3,       /* 402 cap_reached (64 processes) */
+        AGENT_E_STATE = 4,     /* 409 invalid_state (stdin not open) */
+        AGENT_E_INTERNAL = 5,  /* 500 */
+};
+
+/* A process status (PROC, SPAWN result, and the head of a POLL result):
+ *   PROC_ID, ARGV*, STATE, EXIT_CODE (exited only), STARTED_AT, EXITED_AT (exited only)
+ * A POLL result adds: STDOUT, STDERR, STDOUT_NEXT, STDERR_NEXT,
+ *   STDOUT_DROPPED, STDERR_DROPPED.
+ * An EXEC result: EXIT_CODE, STDOUT, STDERR, DURATION_MS, TIMED_OUT, TRUNCATED.
+ *   A command that cannot be started (no such file, bad cwd) is a result,
+ *   not an error: exit code 127 (not found) or 126 (other), and a line on
+ *   stderr saying why. */
+
+/* ---- encoding ---- */
+struct agent_msg {
+        uint16_t type;
+        struct buf payload; /* fields */
+};
+
+/* Start a message; payload capped at AGENT_MAX_PAYLOAD. */
+void agent_msg_init(struct agent_msg *m, uint16_t type);
+void agent_msg_free(struct agent_msg *m);
+int agent_put_bytes(struct agent_msg *m, uint16_t tag, const void *data, size_t len);
+int agent_put_str(struct agent_msg *m, uint16_t tag, const char *s);
+int agent_put_u64(struct agent_msg *m, uint16_t tag, uint64_t v);
+int agent_put_bool(struct agent_msg *m, uint16_t tag, bool v);
+/* Encode the 12-byte header for m into out. */
+void agent_header_encode(const struct agent_msg *m, uint8_t out[AGENT_HEADER_SIZE]);
+/* Send header + payload (blocking fd). 0 or -errno. */
+int agent_msg_send(int fd, const struct agent_msg *m);
+
+/* ---- decoding ---- */
+/* Parse a header; -EPROTO on a bad one (flags/reserved non-zero, too long). */
+int agent_header_decode(const uint8_t in[AGENT_HEADER_SIZE], uint16_t *ret_type,
+                        uint32_t *ret_len);
+/* Read one whole frame (blocking fd). The payload is malloc'd. */
+int agent_msg_recv(int fd, uint16_t *ret_type, uint8_t **ret_payload, uint32_t *ret_len);
+
+struct agent_field {
+        uint16_t tag;
+        uint32_t len;
+        const uint8_t *data; /* points into the payload */
+};
+
+/* Iterate fields: returns 1 and fills f, 0 at the end, -EPROTO when the
+ * payload is malformed (a field running past the end). *pos starts at 0. */
+int agent_next_field(const uint8_t *payload, uint32_t len, uint32_t *pos, struct agent_field *f);
+/* Field value helpers; -EPROTO when the field has the wrong size. */
+int agent_field_u64(const struct agent_field *f, uint64_t *ret);
+int agent_field_bool(const struct agent_field *f, bool *ret);
+/* Copy into a new NUL-terminated string; -EPROTO if it contains a NUL. */
+int agent_field_str(const struct agent_field *f, char **ret);
+/* Find the first field with tag; 1 found, 0 absent, -EPROTO malformed. */
+int agent_find(const uint8_t *payload, uint32_t len, uint16_t tag, struct agent_field *ret);

@@ -1,0 +1,645 @@
+/* SPDX-License-Identifier: MIT */
+/* One handler per request type of the agent protocol (proto.h). Requests
+ * come from the daemon but are still checked field by field: a malformed
+ * frame closes the connection, a bad value is answered AGENT_E_INVALID. */
+#include "init.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define MAX_TIMEOUT_MS (400LL * 24 * 3600 * 1000) /* keeps deadline math far from overflow */
+
+struct req {
+        char **argv;
+        size_t argc;
+        size_t argv_bytes;
+        char **env;
+        size_t envc;
+        char *cwd;
+        uint64_t timeout_ms;
+        uint64_t max_output;
+        bool stdin_pipe;
+        char *proc_id;
+        uint64_t from[2];
+        uint64_t wait_ms;
+        bool has_signal;
+        uint64_t signal;
+        const uint8_t *data; /* into the request payload */
+        uint32_t data_len;
+        bool close;
+        char msg[256]; /* why a value is invalid */
+};
+
+static void req_free(struct req *rq)
+{
+        for (size_t i = 0; i < rq->argc; i++)
+                free(rq->argv[i]);
+        free(rq->argv);
+        for (size_t i = 0; i < rq->envc; i++)
+                free(rq->env[i]);
+        free(rq->env);
+        free(rq->cwd);
+        free(rq->proc_id);
+}
+
+__attribute__((format(printf, 2, 3))) static int req_invalid(struct req *rq, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(rq->msg, sizeof(rq->msg), fmt, ap);
+        va_end(ap);
+        return -EINVAL;
+}
+
+/* A string field: -EPROTO never (a NUL inside is a bad value, not a bad
+ * frame), -EINVAL with a message, -ENOMEM. */
+static int req_str(struct req *rq, const struct agent_field *f, const char *what, char **ret)
+{
+        int r = agent_field_str(f, ret);
+        if (r == -EPROTO)
+                return req_invalid(rq, "%s contains a NUL byte", what);
+        return r;
+}
+
+static int req_push(struct req *rq, const struct agent_field *f, char ***list, size_t *n,
+                    size_t max, const char *what)
+{
+        if (*n >= max)
+                return req_invalid(rq, "too many %s entries (at most %zu)", what, max);
+        if (*n == 0 || (*n >= 8 && (*n & (*n - 1)) == 0)) { /* 8, 16, 32, ... */
+                size_t ncap = *n ? *n * 2 : 8;
+                char **nl = realloc(*list, (ncap + 1) * sizeof(char *));
+                if (!nl)
+                        return -ENOMEM;
+                *list = nl;
+        }
+        char *s;
+        int r = req_str(rq, f, what, &s);
+        if (r < 0)
+                return r;
+        (*list)[(*n)++] = s;
+        (*list)[*n] = NULL;
+        return 0;
+}
+
+static int req_field(struct req *rq, const struct agent_field *f)
+{
+        switch (f->tag) {
+        case AGENT_T_ARGV:
+                rq->argv_bytes += f->len + 1;
+                if (rq->argv_bytes > INIT_ARGV_MAX_BYTES)
+                        return req_invalid(rq, "command is longer than %u bytes",
+                                           INIT_ARGV_MAX_BYTES);
+                return req_push(rq, f, &rq->argv, &rq->argc, AGENT_MAX_ARGV, "argv");
+        case AGENT_T_ENV:
+                return req_push(rq, f, &rq->env, &rq->envc, AGENT_MAX_ENV, "env");
+        case AGENT_T_CWD:
+                free(rq->cwd);
+                rq->cwd = NULL;
+                return req_str(rq, f, "cwd", &rq->cwd);
+        case AGENT_T_PROC_ID:
+                free(rq->proc_id);
+                rq->proc_id = NULL;
+                return req_str(rq, f, "process id", &rq->proc_id);
+        case AGENT_T_TIMEOUT_MS:
+                return agent_field_u64(f, &rq->timeout_ms);
+        case AGENT_T_MAX_OUTPUT:
+                return agent_field_u64(f, &rq->max_output);
+        case AGENT_T_STDIN:
+                return agent_field_bool(f, &rq->stdin_pipe);
+        case AGENT_T_STDOUT_FROM:
+                return agent_field_u64(f, &rq->from[0]);
+        case AGENT_T_STDERR_FROM:
+                return agent_field_u64(f, &rq->from[1]);
+        case AGENT_T_WAIT_MS:
+                return agent_field_u64(f, &rq->wait_ms);
+        case AGENT_T_SIGNAL:
+                rq->has_signal = true;
+                return agent_field_u64(f, &rq->signal);
+        case AGENT_T_DATA:
+                rq->data = f->data;
+                rq->data_len = f->len;
+                return 0;
+        case AGENT_T_CLOSE:
+                return agent_field_bool(f, &rq->close);
+        default:
+                return 0; /* unknown tags are skipped */
+        }
+}
+
+/* 0, -EPROTO (malformed: close the connection), -EINVAL (rq->msg), -ENOMEM. */
+static int req_parse(const uint8_t *payload, uint32_t len, struct req *rq)
+{
+        struct agent_field f;
+        uint32_t pos = 0;
+        unsigned count = 0;
+        int r;
+
+        while ((r = agent_next_field(payload, len, &pos, &f)) > 0) {
+                if (++count > AGENT_MAX_FIELDS)
+                        return -EPROTO;
+                r = req_field(rq, &f);
+                if (r < 0)
+                        return r;
+        }
+        return r;
+}
+
+/* ------------------------------------------------------------ replies */
+
+/* Put argv, but never more than budget bytes of it: a LIST of many
+ * processes with huge command lines must still fit one frame. */
+static int put_argv(struct agent_msg *m, const struct proc *p, size_t budget)
+{
+        for (size_t i = 0; i < p->argc; i++) {
+                size_t len = strlen(p->argv[i]);
+                if (len + 6 > budget)
+                        return agent_put_bytes(m, AGENT_T_ARGV, p->argv[i],
+                                               budget > 6 ? budget - 6 : 0);
+                int r = agent_put_bytes(m, AGENT_T_ARGV, p->argv[i], len);
+                if (r < 0)
+                        return r;
+                budget -= len + 6;
+        }
+        return 0;
+}
+
+static int put_status(struct agent_msg *m, const struct proc *p, size_t argv_budget)
+{
+        int r;
+        if ((r = agent_put_str(m, AGENT_T_PROC_ID, p->id)) < 0 ||
+            (r = put_argv(m, p, argv_budget)) < 0 ||
+            (r = agent_put_u64(m, AGENT_T_STATE, p->exited ? 1 : 0)) < 0 ||
+            (r = agent_put_u64(m, AGENT_T_STARTED_AT, (uint64_t)p->started_at)) < 0)
+                return r;
+        if (p->exited &&
+            ((r = agent_put_u64(m, AGENT_T_EXIT_CODE, (uint64_t)(int64_t)p->exit_code)) < 0 ||
+             (r = agent_put_u64(m, AGENT_T_EXITED_AT, (uint64_t)p->exited_at)) < 0))
+                return r;
+        return 0;
+}
+
+static void reply_built(struct init_ctx *ctx, struct conn *c, struct agent_msg *m, int r)
+{
+        if (r < 0)
+                conn_reply_err(ctx, c, AGENT_E_INTERNAL, "cannot build the answer: %s",
+                               strerror(-r));
+        else
+                conn_reply(ctx, c, m);
+        agent_msg_free(m);
+}
+
+static void reply_status(struct init_ctx *ctx, struct conn *c, const struct proc *p)
+{
+        struct agent_msg m;
+        agent_msg_init(&m, AGENT_RESP_OK);
+        reply_built(ctx, c, &m, put_status(&m, p, INIT_ARGV_MAX_BYTES + 4096));
+}
+
+/* The part of stream i a poll from offset `from` gets (see API.md). */
+struct chunk {
+        uint64_t start, end, dropped;
+};
+
+static struct chunk poll_chunk(const struct proc *p, int i, uint64_t from)
+{
+        const struct stream *s = &p->out[i];
+        uint64_t oldest = ring_start(&s->ring);
+        struct chunk ch = {.start = MAX(from, oldest), .end = s->ring.total};
+
+        ch.dropped = oldest > from ? oldest - from : 0;
+        if (ch.end > ch.start + AGENT_RING_SIZE)
+                ch.end = ch.start + AGENT_RING_SIZE;
+        /* Never end inside a UTF-8 sequence, unless no more bytes can come. */
+        bool final = p->exited && s->fd < 0;
+        if (!final && ch.end > ch.start) {
+                uint8_t tail[4];
+                size_t n = (size_t)MIN(ch.end - ch.start, (uint64_t)sizeof(tail));
+                ring_copy(&s->ring, ch.end - n, n, tail);
+                ch.end -= n - utf8_trim_incomplete(tail, n);
+        }
+        return ch;
+}
+
+static bool poll_has_news(const struct proc *p, const uint64_t from[2])
+{
+        for (int i = 0; i < 2; i++) {
+                struct chunk ch = poll_chunk(p, i, from[i]);
+                if (ch.end > ch.start)
+                        return true;
+        }
+        return false;
+}
+
+static int put_chunk(struct agent_msg *m, const struct proc *p, int i, uint64_t from)
+{
+        static const uint16_t tags[2][3] = {
+                {AGENT_T_STDOUT, AGENT_T_STDOUT_NEXT, AGENT_T_STDOUT_DROPPED},
+                {AGENT_T_STDERR, AGENT_T_STDERR_NEXT, AGENT_T_STDERR_DROPPED},
+        };
+        struct chunk ch = poll_chunk(p, i, from);
+        size_t n = (size_t)(ch.end - ch.start);
+        _cleanup_free_ uint8_t *data = malloc(n ? n : 1);
+        int r;
+
+        if (!data)
+                return -ENOMEM;
+        ring_copy(&p->out[i].ring, ch.start, n, data);
+        if ((r = agent_put_bytes(m, tags[i][0], data, n)) < 0 ||
+            (r = agent_put_u64(m, tags[i][1], ch.end)) < 0 ||
+            (r = agent_put_u64(m, tags[i][2], ch.dropped)) < 0)
+                return r;
+        return 0;
+}
+
+static void reply_poll(struct init_ctx *ctx, struct conn *c, const struct proc *p,
+                       const uint64_t from[2])
+{
+        struct agent_msg m;
+        int r;
+
+        agent_msg_init(&m, AGENT_RESP_OK);
+        if ((r = put_status(&m, p, INIT_ARGV_MAX_BYTES + 4096)) >= 0 &&
+            (r = put_chunk(&m, p, 0, from[0])) >= 0)
+                r = put_chunk(&m, p, 1, from[1]);
+        reply_built(ctx, c, &m, r);
+}
+
+static void reply_exec(struct init_ctx *ctx, struct conn *c, const struct proc *p)
+{
+        struct agent_msg m;
+        int r;
+
+        agent_msg_init(&m, AGENT_RESP_OK);
+        if ((r = agent_put_u64(&m, AGENT_T_EXIT_CODE, (uint64_t)(int64_t)p->exit_code)) >= 0 &&
+            (r = agent_put_bytes(&m, AGENT_T_STDOUT, p->out[0].kept.data, p->out[0].kept.len)) >=
+                    0 &&
+            (r = agent_put_bytes(&m, AGENT_T_STDERR, p->out[1].kept.data, p->out[1].kept.len)) >=
+                    0 &&
+            (r = agent_put_u64(&m, AGENT_T_DURATION_MS,
+                               (uint64_t)MAX(0, (p->exit_us - p->fork_us) / 1000))) >= 0 &&
+            (r = agent_put_bool(&m, AGENT_T_TIMED_OUT, p->timed_out)) >= 0)
+                r = agent_put_bool(&m, AGENT_T_TRUNCATED,
+                                   p->out[0].truncated || p->out[1].truncated);
+        reply_built(ctx, c, &m, r);
+}
+
+/* ------------------------------------------------------- proc callbacks */
+
+void handlers_proc_changed(struct init_ctx *ctx, struct proc *p)
+{
+        struct conn *next;
+        for (struct conn *c = p->waiters; c; c = next) {
+                next = c->wnext;
+                if (c->held == HELD_POLL && (p->exited || poll_has_news(p, c->poll_from)))
+                        reply_poll(ctx, c, p, c->poll_from);
+        }
+}
+
+void handlers_poll_expired(struct init_ctx *ctx, struct conn *c)
+{
+        if (c->held == HELD_POLL && c->held_proc)
+                reply_poll(ctx, c, c->held_proc, c->poll_from);
+}
+
+void handlers_proc_exited(struct init_ctx *ctx, struct proc *p)
+{
+        if (!p->is_exec) {
+                handlers_proc_changed(ctx, p);
+                return;
+        }
+        struct conn *next;
+        for (struct conn *c = p->waiters; c; c = next) {
+                next = c->wnext;
+                if (c->held == HELD_EXEC)
+                        reply_exec(ctx, c, p);
+        }
+        proc_forget(ctx, p); /* a finished exec is not kept */
+}
+
+/* ------------------------------------------------------------ commands */
+
+static bool env_same_key(const char *a, const char *b)
+{
+        const char *ea = strchr(a, '=');
+        const char *eb = strchr(b, '=');
+        return ea && eb && ea - a == eb - b && memcmp(a, b, (size_t)(ea - a)) == 0;
+}
+
+/* Defaults overridden by the request's "K=V" entries. */
+static int env_build(struct req *rq, char ***ret)
+{
+        char host[HOST_NAME_MAX + 1] = "";
+        char hostvar[sizeof(host) + 16];
+        const char *defaults[] = {"PATH=" DEFAULT_PATH, "HOME=/root", "LANG=C.UTF-8", hostvar};
+        size_t n = 0;
+
+        if (gethostname(host, sizeof(host)) < 0)
+                host[0] = '\0';
+        host[sizeof(host) - 1] = '\0';
+        snprintf(hostvar, sizeof(hostvar), "HOSTNAME=%s", host);
+
+        /* Borrowed strings: the request owns the overrides. */
+        const char **env = calloc(ARRAY_SIZE(defaults) + rq->envc + 1, sizeof(char *));
+        if (!env)
+                return -ENOMEM;
+        for (size_t i = 0; i < ARRAY_SIZE(defaults); i++)
+                env[n++] = defaults[i];
+        for (size_t i = 0; i < rq->envc; i++) {
+                const char *e = rq->env[i];
+                const char *eq = strchr(e, '=');
+                if (!eq || eq == e) {
+                        free(env);
+                        return req_invalid(rq, "env entry %zu is not KEY=VALUE", i);
+                }
+                size_t j = 0;
+                while (j < n && !env_same_key(env[j], e))
+                        j++;
+                env[j] = e;
+                if (j == n)
+                        n++;
+        }
+        /* hostvar lives on this stack frame: copy everything out. */
+        char **out = calloc(n + 1, sizeof(char *));
+        if (!out) {
+                free(env);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+                out[i] = strdup(env[i]);
+                if (!out[i]) {
+                        for (size_t k = 0; k < i; k++)
+                                free(out[k]);
+                        free(out);
+                        free(env);
+                        return -ENOMEM;
+                }
+        }
+        free(env);
+        *ret = out;
+        return 0;
+}
+
+static void env_free(char **env)
+{
+        if (!env)
+                return;
+        for (size_t i = 0; env[i]; i++)
+                free(env[i]);
+        free(env);
+}
+
+static int cwd_build(struct req *rq, char **ret)
+{
+        const char *cwd = rq->cwd && rq->cwd[0] ? rq->cwd : INIT_CWD_DEFAULT;
+        char *out;
+
+        if (strlen(cwd) >= PATH_MAX - sizeof(INIT_CWD_DEFAULT))
+                return req_invalid(rq, "cwd is too long");
+        if (cwd[0] == '/')
+                out = strdup(cwd);
+        else if (asprintf(&out, "%s/%s", INIT_CWD_DEFAULT, cwd) < 0)
+                out = NULL;
+        if (!out)
+                return -ENOMEM;
+        *ret = out;
+        return 0;
+}
+
+static void answer_errno(struct init_ctx *ctx, struct conn *c, struct req *rq, int r)
+{
+        if (r == -EINVAL)
+                conn_reply_err(ctx, c, AGENT_E_INVALID, "%s", rq->msg);
+        else
+                conn_reply_err(ctx, c, AGENT_E_INTERNAL, "%s", strerror(-r));
+}
+
+static void handle_start(struct init_ctx *ctx, struct conn *c, struct req *rq, bool is_exec)
+{
+        _cleanup_free_ char *cwd = NULL;
+        char **env = NULL;
+        struct sbx_error err = {0};
+        struct proc *p;
+        int r;
+
+        if (rq->argc == 0) {
+                conn_reply_err(ctx, c, AGENT_E_INVALID, "the command is empty");
+                return;
+        }
+        if (ctx->n_procs >= AGENT_MAX_PROCS) {
+                conn_reply_err(ctx, c, AGENT_E_CAP,
+                               "at most %d processes may be running or not yet killed",
+                               AGENT_MAX_PROCS);
+                return;
+        }
+        if ((r = cwd_build(rq, &cwd)) < 0 || (r = env_build(rq, &env)) < 0) {
+                answer_errno(ctx, c, rq, r);
+                return;
+        }
+        struct proc_spec spec = {
+                .argv = rq->argv,
+                .argc = rq->argc,
+                .env = env,
+                .cwd = cwd,
+                .stdin_pipe = !is_exec && rq->stdin_pipe,
+                .is_exec = is_exec,
+                .timeout_ms = (int64_t)MIN(rq->timeout_ms, (uint64_t)MAX_TIMEOUT_MS),
+                .max_output = rq->max_output && rq->max_output < AGENT_EXEC_MAX_OUTPUT
+                                      ? (size_t)rq->max_output
+                                      : AGENT_EXEC_MAX_OUTPUT,
+        };
+        r = proc_start(ctx, &spec, &p, &err);
+        env_free(env);
+        if (r < 0) {
+                conn_reply_err(ctx, c, AGENT_E_INTERNAL, "cannot start the command: %s",
+                               err.msg);
+                return;
+        }
+        if (is_exec)
+                conn_hold(c, p, HELD_EXEC); /* answered when it exits */
+        else
+                reply_status(ctx, c, p);
+}
+
+static bool proc_id_valid(const char *id)
+{
+        size_t n = strlen(id);
+        if (n == 0 || n > 64)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char ch = id[i];
+                if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                      (ch >= '0' && ch <= '9') || ch == '-'))
+                        return false;
+        }
+        return true;
+}
+
+/* The spawned process a request names, or NULL after answering. */
+static struct proc *lookup(struct init_ctx *ctx, struct conn *c, struct req *rq)
+{
+        if (!rq->proc_id || !proc_id_valid(rq->proc_id)) {
+                conn_reply_err(ctx, c, AGENT_E_INVALID, "a valid process id is required");
+                return NULL;
+        }
+        struct proc *p = proc_find(ctx, rq->proc_id);
+        if (!p)
+                conn_reply_err(ctx, c, AGENT_E_NOT_FOUND, "no process %s", rq->proc_id);
+        return p;
+}
+
+static void handle_poll(struct init_ctx *ctx, struct conn *c, struct req *rq)
+{
+        static const char *names[2] = {"stdout", "stderr"};
+        struct proc *p = lookup(ctx, c, rq);
+        if (!p)
+                return;
+        for (int i = 0; i < 2; i++) {
+                if (rq->from[i] > p->out[i].ring.total) {
+                        conn_reply_err(ctx, c, AGENT_E_INVALID,
+                                       "%s offset %llu is past the end of the output (%llu)",
+                                       names[i], (unsigned long long)rq->from[i],
+                                       (unsigned long long)p->out[i].ring.total);
+                        return;
+                }
+        }
+        uint64_t wait = MIN(rq->wait_ms, (uint64_t)AGENT_MAX_WAIT_MS);
+        if (wait > 0 && !p->exited && !poll_has_news(p, rq->from)) {
+                c->poll_from[0] = rq->from[0];
+                c->poll_from[1] = rq->from[1];
+                c->deadline_us = mono_us() + (int64_t)wait * 1000;
+                conn_hold(c, p, HELD_POLL);
+                return;
+        }
+        reply_poll(ctx, c, p, rq->from);
+}
+
+static void handle_list(struct init_ctx *ctx, struct conn *c)
+{
+        /* Each entry's command is cut to its share of one frame. */
+        const size_t budget = AGENT_MAX_PAYLOAD / AGENT_MAX_PROCS - 1024;
+        struct agent_msg m, one;
+        int r = 0;
+
+        agent_msg_init(&m, AGENT_RESP_OK);
+        for (struct proc *p = ctx->procs_head; p && r >= 0; p = p->next) {
+                if (p->is_exec)
+                        continue;
+                agent_msg_init(&one, 0);
+                r = put_status(&one, p, budget);
+                if (r >= 0)
+                        r = agent_put_bytes(&m, AGENT_T_PROC, one.payload.data, one.payload.len);
+                agent_msg_free(&one);
+        }
+        reply_built(ctx, c, &m, r);
+}
+
+static bool signal_allowed(uint64_t sig)
+{
+        static const int allowed[] = {SIGTERM, SIGKILL, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+        for (size_t i = 0; i < ARRAY_SIZE(allowed); i++)
+                if (sig == (uint64_t)allowed[i])
+                        return true;
+        return false;
+}
+
+static void handle_signal(struct init_ctx *ctx, struct conn *c, struct req *rq)
+{
+        struct proc *p = lookup(ctx, c, rq);
+        if (!p)
+                return;
+        if (!rq->has_signal || !signal_allowed(rq->signal)) {
+                conn_reply_err(ctx, c, AGENT_E_INVALID,
+                               "signal must be one of TERM, KILL, INT, HUP, QUIT, USR1, USR2");
+                return;
+        }
+        proc_kill_group(p, (int)rq->signal); /* no-op once exited */
+        conn_reply(ctx, c, NULL);
+}
+
+static void handle_kill(struct init_ctx *ctx, struct conn *c, struct req *rq)
+{
+        struct proc *p = lookup(ctx, c, rq);
+        if (!p)
+                return;
+        proc_kill_group(p, SIGKILL);
+        proc_forget(ctx, p);
+        conn_reply(ctx, c, NULL);
+}
+
+static void handle_stdin(struct init_ctx *ctx, struct conn *c, struct req *rq)
+{
+        struct proc *p = lookup(ctx, c, rq);
+        uint64_t target;
+
+        if (!p)
+                return;
+        if (p->in_broken) {
+                conn_reply_err(ctx, c, AGENT_E_STATE,
+                               "stdin of %s is closed: the process stopped reading it", p->id);
+                return;
+        }
+        if (p->in_fd < 0 || p->in_close_requested) {
+                conn_reply_err(ctx, c, AGENT_E_STATE, "stdin of %s is not open", p->id);
+                return;
+        }
+        int r = proc_stdin_queue(ctx, p, rq->data, rq->data_len, rq->close, &target);
+        if (r == -E2BIG) {
+                conn_reply_err(ctx, c, AGENT_E_INVALID,
+                               "too much stdin data waiting for %s (at most %u bytes)", p->id,
+                               INIT_STDIN_QUEUE_MAX);
+                return;
+        }
+        if (r < 0) {
+                conn_reply_err(ctx, c, AGENT_E_INTERNAL, "stdin: %s", strerror(-r));
+                return;
+        }
+        c->stdin_target = target;
+        conn_hold(c, p, HELD_STDIN); /* answered once written (or on EPIPE) */
+        proc_stdin_flush(ctx, p);
+}
+
+static void handle_ping(struct init_ctx *ctx, struct conn *c)
+{
+        struct agent_msg m;
+        agent_msg_init(&m, AGENT_RESP_OK);
+        reply_built(ctx, c, &m, agent_put_str(&m, AGENT_T_VERSION, SANDBOXD_VERSION));
+}
+
+void handle_request(struct init_ctx *ctx, struct conn *c, uint16_t type, const uint8_t *payload,
+                    uint32_t len)
+{
+        struct req rq = {0};
+
+        if (type < AGENT_REQ_PING || type > AGENT_REQ_STDIN) {
+                conn_protocol_error(ctx, c, "unknown request type");
+                return;
+        }
+        int r = req_parse(payload, len, &rq);
+        if (r == -EPROTO)
+                conn_protocol_error(ctx, c, "malformed request");
+        else if (r < 0)
+                answer_errno(ctx, c, &rq, r);
+        else if (type == AGENT_REQ_PING)
+                handle_ping(ctx, c);
+        else if (type == AGENT_REQ_EXEC || type == AGENT_REQ_SPAWN)
+                handle_start(ctx, c, &rq, type == AGENT_REQ_EXEC);
+        else if (type == AGENT_REQ_POLL)
+                handle_poll(ctx, c, &rq);
+        else if (type == AGENT_REQ_LIST)
+                handle_list(ctx, c);
+        else if (type == AGENT_REQ_SIGNAL)
+                handle_signal(ctx, c, &rq);
+        else if (type == AGENT_REQ_KILL)
+                handle_kill(ctx, c, &rq);
+        else
+                handle_stdin(ctx, c, &rq);
+        req_free(&rq);
+}

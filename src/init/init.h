@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: MIT */
+/* sandbox-init internals: PID 1 of a sandbox. One thread, one epoll loop.
+ *
+ *   main.c     startup (signals, fds, the listening socket) and the loop
+ *   conn.c     connections: framing, buffered replies, held requests
+ *   handlers.c one function per request type (proto.h)
+ *   proc.c     the process table: fork/exec, pipes, reaping, stdin
+ *   ring.c     output rings and the UTF-8 boundary rule
+ *
+ * Object lifetime: an event batch from epoll_wait may still hold pointers to
+ * a connection or process that an earlier event in the same batch released.
+ * Released objects are therefore only marked dead and moved to a graveyard
+ * that the loop empties after the batch. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include "../agent/proto.h"
+#include "../common/util.h"
+#include "ring.h"
+
+#define INIT_MAX_CONNS 1024
+#define INIT_STDIN_QUEUE_MAX (8u << 20)
+#define INIT_ARGV_MAX_BYTES (1u << 20) /* kept per process and echoed in statuses */
+#define INIT_CWD_DEFAULT "/workspace"
+
+enum watch_kind { W_LISTEN, W_SIGNAL, W_CONN, W_STREAM, W_STDIN };
+
+/* What epoll_event.data.ptr points at. */
+struct watch {
+        enum watch_kind kind;
+        void *owner;  /* struct conn / struct proc / NULL */
+        int index;    /* W_STREAM: 0 stdout, 1 stderr */
+};
+
+enum held_kind { HELD_NONE, HELD_EXEC, HELD_POLL, HELD_STDIN };
+
+struct proc;
+
+struct conn {
+        struct conn *next, *prev;
+        struct watch w;
+        int fd;
+        uint32_t events; /* current epoll interest */
+
+        /* the frame being read */
+        uint8_t hdr[AGENT_HEADER_SIZE];
+        uint32_t hdr_got;
+        bool have_header;
+        uint16_t type;
+        uint32_t plen, pgot;
+        uint8_t *payload;
+        bool frame_ready;
+
+        /* the reply being written */
+        struct buf out;
+        size_t out_off;
+        bool closing; /* close once out is flushed */
+
+        /* a held request waits on one process */
+        enum held_kind held;
+        struct proc *held_proc;
+        struct conn *wnext, *wprev; /* in held_proc->waiters */
+        int64_t deadline_us;        /* HELD_POLL; CLOCK_MONOTONIC */
+        uint64_t poll_from[2];
+        uint64_t stdin_target;
+
+        struct conn *rnext; /* in ctx->ready */
+        bool in_ready;
+        bool dead;
+};
+
+struct stream {
+        struct watch w;
+        int fd;            /* read end; -1 after EOF */
+        struct ring ring;  /* spawned processes */
+        struct buf kept;   /* execs: the first max_output bytes */
+        bool truncated;
+};
+
+struct proc {
+        struct proc *next, *prev; /* table, in start order */
+        char id[48];
+        char **argv; /* NULL terminated */
+        size_t argc;
+        char *cwd; /* for the message when it does not exist */
+        bool is_exec;
+        pid_t pid;
+        bool exited;
+        int exit_code;
+        int64_t started_at, exited_at; /* ms since the epoch */
+        int64_t fork_us, exit_us;      /* CLOCK_MONOTONIC */
+        int64_t deadline_us;           /* execs; 0 = none */
+        bool timed_out;
+        struct stream out[2];
+        int err_fd; /* read end of the exec-failure pipe */
+
+        /* stdin (spawned with STDIN) */
+        struct watch in_w;
+        int in_fd;
+        bool in_watched;
+        bool in_close_requested;
+        bool in_broken; /* the reader went away (EPIPE) */
+        struct buf in_q;
+        size_t in_qoff;
+        uint64_t in_queued, in_written, in_close_at;
+
+        struct conn *waiters;
+        bool dead;
+};
+
+struct init_ctx {
+        int epfd;
+        int sigfd;
+        int listen_fd;
+        int devnull_fd;
+        bool listen_paused;
+        int64_t listen_resume_us;
+        struct watch listen_w, sig_w;
+        struct rlimit child_nofile; /* the soft limit children get back */
+
+        struct conn *conns;
+        unsigned n_conns;
+        struct proc *procs_head, *procs_tail;
+        unsigned n_procs;
+        uint64_t seq;
+
+        struct conn *ready; /* conns whose next frame can now be dispatched */
+        struct conn *dead_conns;
+        struct proc *dead_procs;
+};
+
+/* A command to start, already validated. Strings are borrowed. */
+struct proc_spec {
+        char **argv; /* NULL terminated, argc >= 1 */
+        size_t argc;
+        char **env;  /* NULL terminated "K=V", complete */
+        const char *cwd;
+        bool stdin_pipe;
+        bool is_exec;
+        int64_t timeout_ms; /* execs */
+        size_t max_output;  /* execs */
+};
+
+/* ---- conn.c ---- */
+int conn_accept_all(struct init_ctx *ctx);
+void conn_on_event(struct init_ctx *ctx, struct conn *c, uint32_t events);
+/* Queue a reply frame (NULL: an empty OK); the held state is cleared. */
+void conn_reply(struct init_ctx *ctx, struct conn *c, const struct agent_msg *m);
+void conn_reply_err(struct init_ctx *ctx, struct conn *c, enum agent_err code, const char *fmt,
+                    ...) __attribute__((format(printf, 4, 5)));
+/* Hold c on p (linked into p->waiters). */
+void conn_hold(struct conn *c, struct proc *p, enum held_kind kind);
+void conn_unhold(struct conn *c);
+/* Answer INVALID and close: the framing is lost. */
+void conn_protocol_error(struct init_ctx *ctx, struct conn *c, const char *why);
+/* Dispatch frames that became dispatchable (see ctx->ready). */
+void conn_run_ready(struct init_ctx *ctx);
+void conn_free_dead(struct init_ctx *ctx);
+
+/* ---- handlers.c ---- */
+void handle_request(struct init_ctx *ctx, struct conn *c, uint16_t type, const uint8_t *payload,
+                    uint32_t len);
+/* Re-evaluate what waits on p after output, exit or a deadline. */
+void handlers_proc_changed(struct init_ctx *ctx, struct proc *p);
+/* A held poll whose wait ran out. */
+void handlers_poll_expired(struct init_ctx *ctx, struct conn *c);
+/* p exited: answer its waiters; an exec is then forgotten. */
+void handlers_proc_exited(struct init_ctx *ctx, struct proc *p);
+
+/* ---- proc.c ---- */
+int proc_start(struct init_ctx *ctx, const struct proc_spec *spec, struct proc **ret,
+               struct sbx_error *err);
+struct proc *proc_find(struct init_ctx *ctx, const char *id);
+void proc_on_stream(struct init_ctx *ctx, struct proc *p, int index);
+void proc_reap_all(struct init_ctx *ctx);
+/* Kill the group of a running process (no-op once exited). */
+void proc_kill_group(struct proc *p, int sig);
+/* Forget p: close its pipes, free its buffers, release its table slot. */
+void proc_forget(struct init_ctx *ctx, struct proc *p);
+void proc_free_dead(struct init_ctx *ctx);
+/* Exec deadlines: kill what ran out of time. */
+void proc_check_deadlines(struct init_ctx *ctx, int64_t now_us);
+/* stdin: queue data (and maybe close). 0, -E2BIG queue full, -EPIPE broken. */
+int proc_stdin_queue(struct init_ctx *ctx, struct proc *p, const void *data, size_t len,
+                     bool close_after, uint64_t *ret_target);
+void proc_stdin_flush(struct init_ctx *ctx, struct proc *p);
+void proc_on_stdin(struct init_ctx *ctx, struct proc *p);
+
+/* ---- main.c ---- */
+/* Change an fd's epoll interest (add when needed). 0 or -errno. */
+int loop_watch(struct init_ctx *ctx, int fd, struct watch *w, uint32_t events);
+void loop_unwatch(struct init_ctx *ctx, int fd);

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/* Cgroups of the ns driver (internal to runtime/).
+ *
+ * Every sandbox gets one cgroup per hierarchy, named <root>/sb-<id>:
+ *  - on a hybrid host, the v1 memory, pids, cpu and freezer hierarchies
+ *    that are mounted (they carry the limits) plus the (controller-less)
+ *    v2 hierarchy at /sys/fs/cgroup/unified, used for freeze, kill and the
+ *    "populated" notification, as runc does in hybrid mode;
+ *  - on a pure v2 host, the one v2 cgroup for everything.
+ * The layout is detected once (cg_detect) and then read-only, so every
+ * function here is safe from any thread. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../common/util.h"
+#include "runtime.h"
+
+enum cg_v1 { CG_V1_MEMORY, CG_V1_PIDS, CG_V1_CPU, CG_V1_FREEZER, CG_V1_COUNT };
+
+#define CG_PATH_MAX 512
+
+struct cg_layout {
+        char root[128];              /* cgroup parent, e.g. "sandboxd" */
+        char v2[64];                 /* v2 mount point, "" when absent */
+        bool pure_v2;                /* /sys/fs/cgroup itself is cgroup2 */
+        char v1[CG_V1_COUNT][64];    /* v1 mount points, "" when absent */
+};
+
+/* Find the hierarchies. root: cgroup parent path, relative, made of valid
+ * names ("sandboxd" or "a/b"); NULL = "sandboxd". */
+int cg_detect(struct cg_layout *l, const char *root, struct sbx_error *err);
+
+/* Create (or reuse, when empty) the sandbox's cgroups, leave them thawed,
+ * and apply the limits (0 = unset, which also resets an old value).
+ * Fails with EBUSY when a process of a previous run is still inside. */
+int cg_create(const struct cg_layout *l, uint64_t id, const struct rt_limits *lim,
+              struct sbx_error *err);
+
+/* Move pid into every cgroup of the sandbox. */
+int cg_attach(const struct cg_layout *l, uint64_t id, pid_t pid, struct sbx_error *err);
+
+int cg_freeze(const struct cg_layout *l, uint64_t id, struct sbx_error *err);
+int cg_thaw(const struct cg_layout *l, uint64_t id, struct sbx_error *err);
+
+/* Kill every process and wait (bounded) until the cgroup is empty; leaves
+ * the cgroups thawed. A missing cgroup counts as empty. */
+int cg_kill_all(const struct cg_layout *l, uint64_t id, struct sbx_error *err);
+
+/* rmdir every cgroup of the sandbox (retrying briefly on EBUSY). */
+int cg_remove(const struct cg_layout *l, uint64_t id, struct sbx_error *err);
+
+/* Whether any process of the sandbox is alive. */
+bool cg_populated(const struct cg_layout *l, uint64_t id);

@@ -1,0 +1,510 @@
+/* SPDX-License-Identifier: MIT */
+/* Images: <images>/<name>/rootfs plus <images>/<name>/image.json, written
+ * last. A build happens in <images>/.build-<name>-<pid> and is renamed
+ * into place, so a half-built image is never used; leftovers of dead
+ * builds are removed by the next build. */
+#include "runtime.h"
+
+#include <dirent.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "../common/names.h"
+
+#define IMG_BUSYBOX "/bin/busybox"
+#define IMG_JSON "image.json"
+#define IMG_JSON_MAX 65536
+#define IMG_LIST_MAX 65536
+
+extern char **environ;
+
+/* ---- small helpers ---- */
+
+static int mkdir_mode(int dfd, const char *name, mode_t mode)
+{
+        if (mkdirat(dfd, name, mode) < 0 && errno != EEXIST)
+                return -errno;
+        /* mkdir applies the umask; the image's modes must not depend on it. */
+        return fchmodat(dfd, name, mode, 0) < 0 ? -errno : 0;
+}
+
+static int write_file_at(int dfd, const char *name, const void *data, size_t len, mode_t mode)
+{
+        _cleanup_close_ int fd =
+                openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (fd < 0)
+                return -errno;
+        int r = write_all(fd, data, len);
+        if (r < 0)
+                return r;
+        if (fchmod(fd, mode) < 0 || fsync(fd) < 0)
+                return -errno;
+        return 0;
+}
+
+/* A static ELF has no PT_INTERP: it runs in a rootfs without a libc. */
+static int elf_is_static(int fd)
+{
+        Elf64_Ehdr eh;
+        if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) || memcmp(eh.e_ident, ELFMAG, 4))
+                return -ENOEXEC;
+        if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) ||
+            eh.e_phnum > 512)
+                return -ENOEXEC;
+        for (unsigned i = 0; i < eh.e_phnum; i++) {
+                Elf64_Phdr ph;
+                off_t off = (off_t)eh.e_phoff + (off_t)i * (off_t)sizeof(ph);
+                if (pread(fd, &ph, sizeof(ph), off) != (ssize_t)sizeof(ph))
+                        return -ENOEXEC;
+                if (ph.p_type == PT_INTERP)
+                        return 0;
+        }
+        return 1;
+}
+
+static int copy_file_at(const char *src, int dfd, const char *name, mode_t mode,
+                        struct sbx_error *err)
+{
+        _cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC);
+        if (in < 0)
+                return sbx_error_set(err, errno, "open `%s`", src);
+        struct stat st;
+        if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode))
+                return sbx_error_set(err, EINVAL, "`%s` is not a regular file", src);
+        int r = elf_is_static(in);
+        if (r <= 0)
+                return sbx_error_set(err, r < 0 ? -r : ENOEXEC,
+                                     "`%s` is not a static binary (install busybox-static)", src);
+        _cleanup_close_ int out =
+                openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (out < 0)
+                return sbx_error_set(err, errno, "create %s", name);
+        for (off_t off = 0; off < st.st_size;) {
+                ssize_t n = sendfile(out, in, &off, (size_t)(st.st_size - off));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return sbx_error_set(err, n < 0 ? errno : EIO, "copy `%s`", src);
+        }
+        if (fchmod(out, mode) < 0)
+                return sbx_error_set(err, errno, "chmod %s", name);
+        return 0;
+}
+
+/* Run argv (PATH lookup) with stdin = /dev/null and stdout = our stderr;
+ * when capture is set, stdout goes there instead (up to its cap). */
+static int run_tool(char *const argv[], struct buf *capture, struct sbx_error *err)
+{
+        posix_spawn_file_actions_t fa;
+        int p[2] = {-1, -1};
+        if (capture && pipe2(p, O_CLOEXEC) < 0)
+                return sbx_error_set(err, errno, "pipe");
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+        posix_spawn_file_actions_adddup2(&fa, capture ? p[1] : 2, 1);
+        pid_t pid;
+        int r = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        if (capture)
+                close(p[1]);
+        if (r != 0) {
+                if (capture)
+                        close(p[0]);
+                return sbx_error_set(err, r, "run `%s`", argv[0]);
+        }
+        int cr = 0;
+        while (capture) {
+                char chunk[4096];
+                ssize_t n = read(p[0], chunk, sizeof(chunk));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                if (cr == 0)
+                        cr = buf_append(capture, chunk, (size_t)n);
+        }
+        if (capture)
+                close(p[0]);
+        int st;
+        while (waitpid(pid, &st, 0) < 0)
+                if (errno != EINTR)
+                        return sbx_error_set(err, errno, "wait for `%s`", argv[0]);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                return sbx_error_set(err, EIO, "`%s` failed (status 0x%x)", argv[0], st);
+        if (cr < 0)
+                return sbx_error_set(err, -cr, "output of `%s`", argv[0]);
+        return 0;
+}
+
+/* ---- the images ---- */
+
+static bool applet_name_ok(const char *s)
+{
+        if (!*s || !strcmp(s, ".") || !strcmp(s, "..") || strlen(s) > 64)
+                return false;
+        for (; *s; s++)
+                if (*s == '/' || (unsigned char)*s <= ' ')
+                        return false;
+        return true;
+}
+
+static int tiny_applets(int bindir, struct sbx_error *err)
+{
+        char *argv[] = {IMG_BUSYBOX, "--list", NULL};
+        struct buf out;
+        buf_init(&out, IMG_LIST_MAX);
+        int r = run_tool(argv, &out, err);
+        if (r >= 0)
+                r = buf_terminate(&out);
+        char *save = NULL;
+        for (char *a = r >= 0 ? strtok_r(out.data, "\n", &save) : NULL; a;
+             a = strtok_r(NULL, "\n", &save)) {
+                if (!applet_name_ok(a) || !strcmp(a, "busybox"))
+                        continue;
+                if (symlinkat("/bin/busybox", bindir, a) < 0 && errno != EEXIST) {
+                        r = sbx_error_set(err, errno, "create /bin/%s", a);
+                        break;
+                }
+        }
+        buf_free(&out);
+        return r;
+}
+
+static int build_tiny(int rootfd, struct sbx_error *err)
+{
+        static const struct {
+                const char *path;
+                mode_t mode;
+        } dirs[] = {
+                {"bin", 0755},  {"etc", 0755},       {"proc", 0755},    {"sys", 0755},
+                {"dev", 0755},  {"tmp", 01777},      {"workspace", 0755}, {"root", 0700},
+                {"usr", 0755},  {"usr/bin", 0755},
+        };
+        static const char passwd[] = "root:x:0:0:root:/root:/bin/sh\n"
+                                     "nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
+        static const char group[] = "root:x:0:\nnobody:x:65534:\n";
+        static const char hosts[] = "127.0.0.1\tlocalhost\n::1\tlocalhost\n";
+        int r;
+        for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
+                if ((r = mkdir_mode(rootfd, dirs[i].path, dirs[i].mode)) < 0)
+                        return sbx_error_set(err, -r, "create /%s", dirs[i].path);
+        _cleanup_close_ int bindir = openat(rootfd, "bin", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (bindir < 0)
+                return sbx_error_set(err, errno, "open bin/");
+        if ((r = copy_file_at(IMG_BUSYBOX, bindir, "busybox", 0755, err)) < 0)
+                return r;
+        if ((r = tiny_applets(bindir, err)) < 0)
+                return r;
+        if (symlinkat("/bin/busybox", rootfd, "usr/bin/env") < 0)
+                return sbx_error_set(err, errno, "create /usr/bin/env");
+        if ((r = write_file_at(rootfd, "etc/passwd", passwd, sizeof(passwd) - 1, 0644)) < 0 ||
+            (r = write_file_at(rootfd, "etc/group", group, sizeof(group) - 1, 0644)) < 0 ||
+            (r = write_file_at(rootfd, "etc/hosts", hosts, sizeof(hosts) - 1, 0644)) < 0)
+                return sbx_error_set(err, -r, "write /etc files");
+        return 0;
+}
+
+static int build_debian(int builddir, const char *build_path, struct sbx_error *err)
+{
+        char target[PATH_MAX];
+        if (snprintf(target, sizeof(target), "%s/rootfs", build_path) >= (int)sizeof(target))
+                return sbx_error_set(err, ENAMETOOLONG, "image path too long");
+        char *argv[] = {"mmdebstrap", "--variant=apt",
+                        "--include=python3,nodejs,npm,git,curl,ca-certificates,procps",
+                        "bookworm", target, NULL};
+        int r = run_tool(argv, NULL, err);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int rootfd = openat(builddir, "rootfs", O_RDONLY | O_DIRECTORY |
+                                                                    O_NOFOLLOW | O_CLOEXEC);
+        if (rootfd < 0)
+                return sbx_error_set(err, errno, "open the debian rootfs");
+        if ((r = mkdir_mode(rootfd, "workspace", 0755)) < 0)
+                return sbx_error_set(err, -r, "create /workspace");
+        return 0;
+}
+
+/* Disk use of a tree (hard links shared out between their names), never
+ * following symlinks or crossing mounts. */
+static uint64_t tree_size(int dfd, dev_t dev, int depth)
+{
+        if (depth > 256)
+                return 0;
+        DIR *d = fdopendir(dfd);
+        if (!d) {
+                close(dfd);
+                return 0;
+        }
+        uint64_t total = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                struct stat st;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                uint64_t bytes = (uint64_t)st.st_blocks * 512;
+                total += S_ISDIR(st.st_mode) || st.st_nlink < 2 ? bytes : bytes / st.st_nlink;
+                if (S_ISDIR(st.st_mode) && st.st_dev == dev) {
+                        int cfd = openat(dirfd(d), de->d_name,
+                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (cfd >= 0)
+                                total += tree_size(cfd, dev, depth + 1);
+                }
+        }
+        closedir(d);
+        return total;
+}
+
+static int write_image_json(int builddir, const char *name, uint64_t size,
+                            struct sbx_error *err)
+{
+        char when[32];
+        format_rfc3339(now_ms(), when);
+        json_t *j = json_pack("{s:s, s:s, s:I}", "name", name, "builtAt", when, "size",
+                              (json_int_t)size);
+        char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+        if (!text)
+                return sbx_error_set(err, ENOMEM, "image.json");
+        struct buf b;
+        buf_init(&b, 0);
+        int r = buf_printf(&b, "%s\n", text);
+        free(text);
+        if (r >= 0)
+                r = write_file_at(builddir, IMG_JSON, b.data, b.len, 0644);
+        buf_free(&b);
+        return r < 0 ? sbx_error_set(err, -r, "write image.json") : 0;
+}
+
+/* Remove .build-<name>-<pid> / .old-<name>-<pid> dirs whose process is
+ * gone (or is us). */
+static void remove_leftovers(int imgfd, const char *name)
+{
+        int fd = dup(imgfd);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        struct dirent *de;
+        size_t nl = strlen(name);
+        while ((de = readdir(d))) {
+                const char *rest = NULL;
+                if (!strncmp(de->d_name, ".build-", 7))
+                        rest = de->d_name + 7;
+                else if (!strncmp(de->d_name, ".old-", 5))
+                        rest = de->d_name + 5;
+                if (!rest || strncmp(rest, name, nl) || rest[nl] != '-')
+                        continue;
+                char *end;
+                long pid = strtol(rest + nl + 1, &end, 10);
+                if (*end || pid <= 0 || pid > INT32_MAX)
+                        continue;
+                if (pid != getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+                        continue;
+                rm_rf_at(dirfd(d), de->d_name);
+        }
+        closedir(d);
+}
+
+static bool image_complete(int imgfd, const char *name)
+{
+        char p[256];
+        struct stat st;
+        snprintf(p, sizeof(p), "%s/" IMG_JSON, name);
+        return fstatat(imgfd, p, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Move the new build into place; whatever was there before (complete or
+ * not) is moved aside first and then removed. */
+static int install_build(int imgfd, const char *build, const char *name, struct sbx_error *err)
+{
+        char old[128];
+        snprintf(old, sizeof(old), ".old-%s-%d", name, (int)getpid());
+        bool had_old = renameat(imgfd, name, imgfd, old) == 0;
+        if (!had_old && errno != ENOENT)
+                return sbx_error_set(err, errno, "move the old image `%s` aside", name);
+        if (renameat(imgfd, build, imgfd, name) < 0) {
+                int e = errno;
+                if (had_old)
+                        renameat(imgfd, old, imgfd, name);
+                return sbx_error_set(err, e, "install image `%s`", name);
+        }
+        if (had_old)
+                rm_rf_at(imgfd, old);
+        return 0;
+}
+
+int rt_image_build(const char *images_dir, const char *name, bool force, struct sbx_error *err)
+{
+        bool tiny = name && !strcmp(name, "tiny");
+        if (!images_dir || !name || (!tiny && strcmp(name, "debian")))
+                return sbx_error_set(err, EINVAL, "unknown image `%s` (tiny or debian)",
+                                     name ? name : "");
+        int r = mkdir_p(images_dir, 0755);
+        if (r < 0)
+                return sbx_error_set(err, -r, "create `%s`", images_dir);
+        _cleanup_close_ int imgfd = open(images_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (imgfd < 0)
+                return sbx_error_set(err, errno, "open `%s`", images_dir);
+        remove_leftovers(imgfd, name);
+        if (!force && image_complete(imgfd, name)) {
+                fprintf(stderr, "image '%s' already present (use force to rebuild)\n", name);
+                return 0;
+        }
+        fprintf(stderr, "building image '%s'...\n", name);
+        char build[128], build_path[PATH_MAX];
+        snprintf(build, sizeof(build), ".build-%s-%d", name, (int)getpid());
+        if (snprintf(build_path, sizeof(build_path), "%s/%s", images_dir, build) >=
+            (int)sizeof(build_path))
+                return sbx_error_set(err, ENAMETOOLONG, "images dir path too long");
+        if (mkdirat(imgfd, build, 0755) < 0)
+                return sbx_error_set(err, errno, "create `%s`", build_path);
+        _cleanup_close_ int bfd = openat(imgfd, build, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                                                               O_CLOEXEC);
+        if (bfd < 0)
+                r = sbx_error_set(err, errno, "open `%s`", build_path);
+        else if (tiny && (r = mkdir_mode(bfd, "rootfs", 0755)) < 0)
+                r = sbx_error_set(err, -r, "create rootfs/");
+        if (r >= 0 && tiny) {
+                _cleanup_close_ int rootfd = openat(bfd, "rootfs", O_RDONLY | O_DIRECTORY |
+                                                                           O_NOFOLLOW | O_CLOEXEC);
+                r = rootfd < 0 ? sbx_error_set(err, errno, "open rootfs/")
+                               : build_tiny(rootfd, err);
+        } else if (r >= 0) {
+                r = build_debian(bfd, build_path, err);
+        }
+        uint64_t size = 0;
+        if (r >= 0) {
+                struct stat st;
+                int rfd = openat(bfd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (rfd >= 0 && fstat(rfd, &st) == 0)
+                        size = tree_size(rfd, st.st_dev, 0);
+                else if (rfd >= 0)
+                        close(rfd);
+                r = write_image_json(bfd, name, size, err);
+        }
+        if (r >= 0)
+                r = install_build(imgfd, build, name, err);
+        if (r < 0) {
+                rm_rf_at(imgfd, build);
+                return r;
+        }
+        fprintf(stderr, "image '%s' ready (%" PRIu64 " MiB)\n", name, (size + (1 << 19)) >> 20);
+        return 0;
+}
+
+int rt_image_rootfs(const char *images_dir, const char *name, char *out, size_t out_len)
+{
+        if (!images_dir || !name || !image_name_is_valid(name))
+                return -EINVAL;
+        char p[PATH_MAX];
+        struct stat st;
+        if (snprintf(p, sizeof(p), "%s/%s/" IMG_JSON, images_dir, name) >= (int)sizeof(p))
+                return -ENAMETOOLONG;
+        if (lstat(p, &st) < 0 || !S_ISREG(st.st_mode))
+                return -ENOENT;
+        int n = snprintf(out, out_len, "%s/%s/rootfs", images_dir, name);
+        if (n < 0 || (size_t)n >= out_len)
+                return -ENAMETOOLONG;
+        if (lstat(out, &st) < 0 || !S_ISDIR(st.st_mode))
+                return -ENOENT;
+        return 0;
+}
+
+static int64_t parse_rfc3339_ms(const char *s)
+{
+        struct tm tm = {0};
+        int ms = 0, used = 0;
+        if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                         &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &used) != 6)
+                return 0;
+        if (s[used] == '.')
+                sscanf(s + used + 1, "%3d", &ms);
+        tm.tm_year -= 1900;
+        tm.tm_mon -= 1;
+        time_t t = timegm(&tm);
+        return t < 0 ? 0 : (int64_t)t * 1000 + ms;
+}
+
+static int read_info(int imgfd, const char *name, struct rt_image_info *info)
+{
+        char p[256], text[IMG_JSON_MAX];
+        snprintf(p, sizeof(p), "%s/" IMG_JSON, name);
+        _cleanup_close_ int fd = openat(imgfd, p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read(fd, text, sizeof(text));
+        if (n <= 0 || n == (ssize_t)sizeof(text))
+                return -EINVAL;
+        json_t *j = json_loadb(text, (size_t)n, 0, NULL);
+        if (!j)
+                return -EINVAL;
+        const char *when = json_string_value(json_object_get(j, "builtAt"));
+        json_int_t size = json_integer_value(json_object_get(j, "size"));
+        memset(info, 0, sizeof(*info));
+        snprintf(info->name, sizeof(info->name), "%s", name);
+        info->built_at_ms = parse_rfc3339_ms(when);
+        info->size_bytes = size > 0 ? (uint64_t)size : 0;
+        json_decref(j);
+        return 0;
+}
+
+static int info_cmp(const void *a, const void *b)
+{
+        return strcmp(((const struct rt_image_info *)a)->name,
+                      ((const struct rt_image_info *)b)->name);
+}
+
+int rt_image_list(const char *images_dir, struct rt_image_info **ret, size_t *ret_n,
+                  struct sbx_error *err)
+{
+        _cleanup_close_ int imgfd = open(images_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (imgfd < 0 && errno != ENOENT)
+                return sbx_error_set(err, errno, "open `%s`", images_dir);
+        struct rt_image_info *v = NULL;
+        size_t n = 0, cap = 0;
+        int dfd = imgfd >= 0 ? dup(imgfd) : -1;
+        DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+        if (!d && dfd >= 0)
+                close(dfd);
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                struct rt_image_info info;
+                if (de->d_name[0] == '.' || !image_name_is_valid(de->d_name) ||
+                    !image_complete(imgfd, de->d_name) || read_info(imgfd, de->d_name, &info) < 0)
+                        continue;
+                if (n == cap) {
+                        size_t ncap = cap ? cap * 2 : 8;
+                        struct rt_image_info *nv = realloc(v, ncap * sizeof(*v));
+                        if (!nv) {
+                                free(v);
+                                closedir(d);
+                                return sbx_error_set(err, ENOMEM, "list images");
+                        }
+                        v = nv;
+                        cap = ncap;
+                }
+                v[n++] = info;
+        }
+        if (d)
+                closedir(d);
+        if (n > 1)
+                qsort(v, n, sizeof(*v), info_cmp);
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}

@@ -1,0 +1,982 @@
+/* SPDX-License-Identifier: MIT */
+/* The ns driver's launcher: builds one sandbox and execs sandbox-init as
+ * its PID 1. Runs in a single-threaded child of the zygote, as host root.
+ *
+ * Order (the one every mature runtime uses):
+ *   launcher: cgroups -> sandbox dir, listening socket -> clone(C) with
+ *             user/mnt/pid/ipc/uts/net namespaces, C blocked -> C into its
+ *             cgroups -> uid/gid maps -> idmapped image tree -> setns into
+ *             C's mount/net/pid namespaces -> a "mounter" child does every
+ *             mount there (private propagation first, never in the host
+ *             namespace) -> release C with an fd of its new root.
+ *   C:        cgroup ns -> hostname, lo -> pivot_root -> setsid, env, fds
+ *             -> ids, rlimits -> caps -> no_new_privs -> seccomp -> exec
+ *             of the sealed sandbox-init memfd.
+ */
+#include "ns.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <linux/openat2.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#define NS_CLONE_FLAGS                                                                    \
+        (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |       \
+         CLONE_NEWNET)
+#define NS_TMP_DEFAULT (256ULL << 20)
+#define NS_SHM_BYTES (64ULL << 20)
+#define NS_HOSTNAME_MAX 64
+
+/* fds of C once it has tidied its table (see child_fds_early). */
+enum { FD_LISTEN = 3, FD_MEMFD = 4, FD_ERR = 5, FD_SYNC = 6, FD_FIRST_FREE = 7 };
+
+static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+struct launch {
+        const struct ns_ctx *ctx;
+        const struct rt_spec *spec;
+        int dirfd;                  /* spec->dir in the host mount ns */
+        int listen_fd;
+        int sync[2];                /* seqpacket: [0] launcher, [1] C */
+        int errp[2];                /* C's error pipe: [0] read, [1] write */
+        pid_t pid;                  /* C */
+        int userns, mntns, netns, pidns;
+        int tree_fd;                /* idmapped clone of the image */
+        int dev_fd[ARRAY_SIZE(dev_nodes)]; /* clones of host device nodes */
+};
+
+static void close_fd(int *fd)
+{
+        if (*fd >= 0)
+                close(*fd);
+        *fd = -1;
+}
+
+static void launch_release(struct launch *L)
+{
+        int *fds[] = {&L->dirfd,  &L->listen_fd, &L->sync[0], &L->sync[1], &L->errp[0],
+                      &L->errp[1], &L->userns,    &L->mntns,   &L->netns,   &L->pidns,
+                      &L->tree_fd};
+        for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+                close_fd(fds[i]);
+        for (size_t i = 0; i < ARRAY_SIZE(L->dev_fd); i++)
+                close_fd(&L->dev_fd[i]);
+}
+
+/* A failure report from the mounter or from C: one write, smaller than
+ * PIPE_BUF, so it arrives whole. */
+struct wire_err {
+        int32_t code;
+        char msg[sizeof(((struct sbx_error *)0)->msg)];
+};
+
+static void wire_send(int fd, int code, const char *msg)
+{
+        struct wire_err w = {.code = code > 0 ? code : EIO};
+        snprintf(w.msg, sizeof(w.msg), "%s", msg);
+        write_all(fd, &w, sizeof(w));
+}
+
+/* 0 when the writer closed without a report, else -code with err set. */
+static int wire_recv(int fd, struct sbx_error *err)
+{
+        struct wire_err w;
+        int r = read_all(fd, &w, sizeof(w));
+        if (r == -EPIPE)
+                return 0;
+        if (r < 0)
+                return sbx_error_set(err, -r, "read launch report");
+        w.msg[sizeof(w.msg) - 1] = '\0';
+        if (w.code <= 0 || w.code > 4095)
+                w.code = EIO;
+        if (err) {
+                err->code = w.code;
+                snprintf(err->msg, sizeof(err->msg), "%s", w.msg);
+        }
+        return -w.code;
+}
+
+int ns_spec_check(const struct rt_spec *spec, struct sbx_error *err)
+{
+        if (!spec || !spec->dir || !spec->rootfs || !spec->hostname)
+                return sbx_error_set(err, EINVAL, "incomplete sandbox spec");
+        size_t dl = strlen(spec->dir), rl = strlen(spec->rootfs);
+        if (spec->dir[0] != '/' || dl >= PATH_MAX - 64)
+                return sbx_error_set(err, EINVAL, "sandbox dir must be an absolute path");
+        if (spec->rootfs[0] != '/' || rl >= PATH_MAX)
+                return sbx_error_set(err, EINVAL, "image rootfs must be an absolute path");
+        /* Mapping host root into a sandbox would make its root the host's. */
+        if (spec->uid_base == 0 || spec->uid_count == 0 ||
+            (uint64_t)spec->uid_base + spec->uid_count > UINT32_MAX)
+                return sbx_error_set(err, EINVAL, "invalid uid range %" PRIu32 "+%" PRIu32,
+                                     spec->uid_base, spec->uid_count);
+        return 0;
+}
+
+/* ---- helpers: paths inside the sandbox root ---- */
+
+static int openat2_path(int dirfd, const char *path, int *ret)
+{
+        /* Every component is attacker-controlled (image or upper layer):
+         * stay inside the root, follow no symlink and no magic link, cross
+         * no mount. A symlinked target then fails instead of redirecting a
+         * mount onto the host (CVE-2021-30465, CVE-2025-31133). */
+        struct open_how how = {
+                .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+                           RESOLVE_NO_XDEV,
+        };
+        long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+        if (fd < 0)
+                return -errno;
+        *ret = (int)fd;
+        return 0;
+}
+
+/* Resolve `path` under dirfd to an O_PATH fd of the expected type
+ * (S_IFDIR, S_IFREG, or 0 for either). */
+static int resolve_target(int dirfd, const char *where, const char *path, mode_t type,
+                          int *ret, struct sbx_error *err)
+{
+        _cleanup_close_ int fd = -1;
+        int r = openat2_path(dirfd, path, &fd);
+        if (r == -ELOOP || r == -EXDEV)
+                return sbx_error_set(err, -r, "mount target %s/%s escapes the sandbox root",
+                                     where, path);
+        if (r < 0)
+                return sbx_error_set(err, -r, "resolve mount target %s/%s", where, path);
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return sbx_error_set(err, errno, "stat %s/%s", where, path);
+        mode_t fmt = st.st_mode & S_IFMT;
+        bool ok = type ? fmt == type : fmt == S_IFDIR || fmt == S_IFREG;
+        if (!ok)
+                return sbx_error_set(err, fmt == S_IFLNK ? ELOOP : ENOTDIR,
+                                     "mount target %s/%s is a %s, refusing it", where, path,
+                                     fmt == S_IFLNK ? "symlink" : "file of the wrong type");
+        *ret = TAKE_FD(fd);
+        return 0;
+}
+
+/* A top-level directory of the rootfs, created (on the upper layer) when
+ * missing; owned by uid:uid when created and uid != -1. */
+static int rootfs_dir(int rootfd, const char *name, mode_t mode, uid_t uid, int *ret,
+                      struct sbx_error *err)
+{
+        bool created = mkdirat(rootfd, name, mode) == 0;
+        if (!created && errno != EEXIST)
+                return sbx_error_set(err, errno, "create /%s in the sandbox", name);
+        int r = resolve_target(rootfd, "", name, S_IFDIR, ret, err);
+        if (r < 0)
+                return r;
+        if (created && uid != (uid_t)-1 &&
+            fchownat(*ret, "", uid, (gid_t)uid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+                r = sbx_error_set(err, errno, "chown /%s in the sandbox", name);
+                close_fd(ret);
+                return r;
+        }
+        return 0;
+}
+
+/* ---- helpers: the new mount API ---- */
+
+/* Append the kernel's fs_context message (if any) to an error. */
+static int fs_error(int fsfd, struct sbx_error *err, int errnum, const char *what,
+                    const char *fstype)
+{
+        char log[256] = "";
+        ssize_t n = fsfd >= 0 ? read(fsfd, log, sizeof(log) - 1) : -1;
+        if (n > 0) {
+                log[n] = '\0';
+                log[strcspn(log, "\n")] = '\0';
+        }
+        return sbx_error_set(err, errnum, "%s %s%s%s", what, fstype, n > 0 ? ": " : "",
+                             n > 0 ? log : "");
+}
+
+/* fsopen + options ("k=v,flag,...") + fsmount; *ret = detached mount fd. */
+static int fs_new(const char *fstype, const char *opts, unsigned attrs, int *ret,
+                  struct sbx_error *err)
+{
+        _cleanup_close_ int fs = fsopen(fstype, FSOPEN_CLOEXEC);
+        if (fs < 0)
+                return sbx_error_set(err, errno, "fsopen %s", fstype);
+        char buf[512];
+        if (snprintf(buf, sizeof(buf), "%s", opts ? opts : "") >= (int)sizeof(buf))
+                return sbx_error_set(err, E2BIG, "%s options too long", fstype);
+        char *save = NULL;
+        for (char *o = strtok_r(buf, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+                char *eq = strchr(o, '=');
+                int r;
+                if (eq) {
+                        *eq = '\0';
+                        r = fsconfig(fs, FSCONFIG_SET_STRING, o, eq + 1, 0);
+                } else {
+                        r = fsconfig(fs, FSCONFIG_SET_FLAG, o, NULL, 0);
+                }
+                if (r < 0)
+                        return fs_error(fs, err, errno, "configure", fstype);
+        }
+        if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return fs_error(fs, err, errno, "create", fstype);
+        int m = fsmount(fs, FSMOUNT_CLOEXEC, attrs);
+        if (m < 0)
+                return fs_error(fs, err, errno, "mount", fstype);
+        *ret = m;
+        return 0;
+}
+
+/* Attach a detached mount onto an O_PATH target fd: no path is resolved
+ * again, so the checked target is the one mounted on. */
+static int attach(int mnt_fd, int target_fd, const char *what, struct sbx_error *err)
+{
+        if (move_mount(mnt_fd, "", target_fd, "",
+                       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                return sbx_error_set(err, errno, "mount %s", what);
+        return 0;
+}
+
+/* New fs of `fstype` at <dirfd>/<path> (checked target); *ret_mnt gets
+ * the mount's root fd when non-NULL. */
+static int mount_fs_at(int dirfd, const char *where, const char *path, const char *fstype,
+                       const char *opts, unsigned attrs, int *ret_mnt, struct sbx_error *err)
+{
+        _cleanup_close_ int target = -1, m = -1;
+        int r = resolve_target(dirfd, where, path, S_IFDIR, &target, err);
+        if (r < 0)
+                return r;
+        if ((r = fs_new(fstype, opts, attrs, &m, err)) < 0)
+                return sbx_error_wrap(err, "%s/%s", where, path);
+        char what[128];
+        snprintf(what, sizeof(what), "%s on %s/%s", fstype, where, path);
+        if ((r = attach(m, target, what, err)) < 0)
+                return r;
+        if (ret_mnt)
+                *ret_mnt = TAKE_FD(m);
+        return 0;
+}
+
+/* Set attrs on a detached tree and attach it at <dirfd>/<path>. */
+static int attach_tree_at(int tree_fd, int dirfd, const char *where, const char *path,
+                          mode_t type, unsigned attrs, struct sbx_error *err)
+{
+        _cleanup_close_ int target = -1;
+        int r = resolve_target(dirfd, where, path, type, &target, err);
+        if (r < 0)
+                return r;
+        struct mount_attr a = {.attr_set = attrs};
+        if (attrs && mount_setattr(tree_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0)
+                return sbx_error_set(err, errno, "set mount flags on %s/%s", where, path);
+        char what[128];
+        snprintf(what, sizeof(what), "%s/%s", where, path);
+        return attach(tree_fd, target, what, err);
+}
+
+/* Bind a clone of the (attached) mount at src_fd onto <dirfd>/<path>. */
+static int bind_at(int src_fd, int dirfd, const char *where, const char *path, mode_t type,
+                   unsigned attrs, struct sbx_error *err)
+{
+        _cleanup_close_ int t = open_tree(src_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+                                                              AT_EMPTY_PATH | AT_RECURSIVE);
+        if (t < 0)
+                return sbx_error_set(err, errno, "clone mount for %s/%s", where, path);
+        return attach_tree_at(t, dirfd, where, path, type, attrs, err);
+}
+
+/* ---- the mounter: runs in C's mount, net and pid namespaces ---- */
+
+static int mount_dev(const struct launch *L, int rootfd, int *ret_devfd, struct sbx_error *err)
+{
+        uint32_t uid = L->spec->uid_base;
+        char opts[160];
+        _cleanup_close_ int devfd = -1;
+        snprintf(opts, sizeof(opts), "mode=0755,size=65536,nr_inodes=256,uid=%" PRIu32
+                 ",gid=%" PRIu32, uid, uid);
+        int r = mount_fs_at(rootfd, "", "dev", "tmpfs", opts,
+                            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, &devfd, err);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
+                int fd = openat(devfd, dev_nodes[i],
+                                O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0666);
+                if (fd < 0)
+                        return sbx_error_set(err, errno, "create /dev/%s", dev_nodes[i]);
+                close(fd);
+                if ((r = attach_tree_at(L->dev_fd[i], devfd, "/dev", dev_nodes[i], S_IFREG,
+                                        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err)) < 0)
+                        return r;
+        }
+        if (mkdirat(devfd, "pts", 0755) < 0 || mkdirat(devfd, "shm", 01777) < 0)
+                return sbx_error_set(err, errno, "create /dev/pts, /dev/shm");
+        /* gid 5 (tty) inside, when the range has it. */
+        uint32_t tty = L->spec->uid_count > 5 ? uid + 5 : uid;
+        snprintf(opts, sizeof(opts), "newinstance,ptmxmode=0666,mode=0620,gid=%" PRIu32, tty);
+        if ((r = mount_fs_at(devfd, "/dev", "pts", "devpts", opts,
+                             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, NULL, err)) < 0)
+                return r;
+        snprintf(opts, sizeof(opts), "mode=1777,size=%llu,nr_inodes=16384,uid=%" PRIu32
+                 ",gid=%" PRIu32, NS_SHM_BYTES, uid, uid);
+        if ((r = mount_fs_at(devfd, "/dev", "shm", "tmpfs", opts,
+                             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, NULL,
+                             err)) < 0)
+                return r;
+        static const char *const links[][2] = {
+                {"pts/ptmx", "ptmx"},          {"/proc/self/fd", "fd"},
+                {"/proc/self/fd/0", "stdin"},  {"/proc/self/fd/1", "stdout"},
+                {"/proc/self/fd/2", "stderr"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(links); i++)
+                if (symlinkat(links[i][0], devfd, links[i][1]) < 0 ||
+                    fchownat(devfd, links[i][1], uid, uid, AT_SYMLINK_NOFOLLOW) < 0)
+                        return sbx_error_set(err, errno, "create /dev/%s", links[i][1]);
+        *ret_devfd = TAKE_FD(devfd);
+        return 0;
+}
+
+/* An empty read-only tmpfs over a directory, to hide it. */
+#define NS_EMPTY_TMPFS "size=4k,nr_inodes=8,mode=0755"
+#define NS_RO_ATTRS (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)
+
+/* nullfd: the sandbox's /dev/null bind mount (attached). */
+static int mount_proc(int rootfd, int nullfd, struct sbx_error *err)
+{
+        static const char *const masked_files[] = {"kcore",       "keys",           "timer_list",
+                                                   "sched_debug", "latency_stats", "timer_stats"};
+        static const char *const masked_dirs[] = {"acpi", "scsi", "asound"};
+        static const char *const ro[] = {"sys", "sysrq-trigger", "irq", "bus", "fs"};
+        _cleanup_close_ int procfd = -1;
+        int r = mount_fs_at(rootfd, "", "proc", "proc", NULL,
+                            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NODEV, &procfd,
+                            err);
+        if (r < 0)
+                return r;
+        /* Paths that leak host data or reach host-wide kernel state. A path
+         * this kernel does not have is simply absent. */
+        for (size_t i = 0; i < ARRAY_SIZE(masked_files); i++) {
+                if (faccessat(procfd, masked_files[i], F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                if ((r = bind_at(nullfd, procfd, "/proc", masked_files[i], S_IFREG, 0, err)) < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(masked_dirs); i++) {
+                if (faccessat(procfd, masked_dirs[i], F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                if ((r = mount_fs_at(procfd, "/proc", masked_dirs[i], "tmpfs", NS_EMPTY_TMPFS,
+                                     NS_RO_ATTRS, NULL, err)) < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(ro); i++) {
+                _cleanup_close_ int t = -1;
+                if (faccessat(procfd, ro[i], F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                if ((r = resolve_target(procfd, "/proc", ro[i], 0, &t, err)) < 0)
+                        return r;
+                if ((r = bind_at(t, procfd, "/proc", ro[i], 0, NS_RO_ATTRS, err)) < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int mount_sys(int rootfd, struct sbx_error *err)
+{
+        _cleanup_close_ int sysfd = -1;
+        /* sysfs shows the mounter's network namespace; the mounter is in
+         * C's. If the kernel refuses (no fully visible sysfs), an empty
+         * read-only tmpfs stands in. */
+        int r = mount_fs_at(rootfd, "", "sys", "sysfs", NULL, NS_RO_ATTRS, &sysfd, err);
+        if (r == -EPERM || r == -EACCES)
+                r = mount_fs_at(rootfd, "", "sys", "tmpfs", NS_EMPTY_TMPFS, NS_RO_ATTRS, &sysfd,
+                                err);
+        if (r < 0)
+                return r;
+        if (faccessat(sysfd, "firmware", F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+                return mount_fs_at(sysfd, "/sys", "firmware", "tmpfs", NS_EMPTY_TMPFS,
+                                   NS_RO_ATTRS, NULL, err);
+        return 0;
+}
+
+static int mount_rootfs(const struct launch *L, int *ret_root, struct sbx_error *err)
+{
+        _cleanup_close_ int dfd = -1, lower = -1, ovl = -1, rootmp = -1;
+        const char *dir = L->spec->dir;
+
+        dfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+                return sbx_error_set(err, errno, "open `%s` in the sandbox mount ns", dir);
+        lower = openat(dfd, "lower", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        rootmp = openat(dfd, "rootfs", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (lower < 0 || rootmp < 0)
+                return sbx_error_set(err, errno, "open lower/ and rootfs/ in `%s`", dir);
+        if (attach(L->tree_fd, lower, "image on lower/", err) < 0)
+                return -err->code;
+        /* Relative layer paths (cwd = the sandbox dir) keep the option
+         * string short whatever the length of the dir. */
+        if (fchdir(dfd) < 0)
+                return sbx_error_set(err, errno, "chdir `%s`", dir);
+        int r = fs_new("overlay", "lowerdir=lower,upperdir=upper,workdir=work",
+                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, &ovl, err);
+        if (r < 0)
+                return r;
+        if ((r = attach(ovl, rootmp, "overlay on rootfs/", err)) < 0)
+                return r;
+        *ret_root = TAKE_FD(ovl);
+        return 0;
+}
+
+/* Before each top-level mount point is used it must exist as a directory. */
+static int rootfs_mountpoints(int rootfd, struct sbx_error *err)
+{
+        static const char *const dirs[] = {"dev", "proc", "sys", "tmp"};
+        for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+                _cleanup_close_ int fd = -1;
+                int r = rootfs_dir(rootfd, dirs[i], 0755, (uid_t)-1, &fd, err);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int mount_all(const struct launch *L, struct sbx_error *err)
+{
+        _cleanup_close_ int rootfd = -1, devfd = -1, fd = -1;
+        char opts[160];
+        /* Before anything else: nothing mounted from here on may propagate
+         * back to the host's mount namespace. */
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return sbx_error_set(err, errno, "make / private in the sandbox mount ns");
+        int r = mount_rootfs(L, &rootfd, err);
+        if (r < 0)
+                return r;
+        if ((r = rootfs_mountpoints(rootfd, err)) < 0)
+                return r;
+        if ((r = mount_dev(L, rootfd, &devfd, err)) < 0)
+                return r;
+        /* dev_fd[0] is the /dev/null mount now; it masks /proc files. */
+        if ((r = mount_proc(rootfd, L->dev_fd[0], err)) < 0)
+                return r;
+        if ((r = mount_sys(rootfd, err)) < 0)
+                return r;
+        uint64_t tmp = L->spec->limits.tmp_bytes ? L->spec->limits.tmp_bytes : NS_TMP_DEFAULT;
+        uint64_t inodes = MAX(tmp / 4096, 1024);
+        snprintf(opts, sizeof(opts), "mode=1777,size=%" PRIu64 ",nr_inodes=%" PRIu64
+                 ",uid=%" PRIu32 ",gid=%" PRIu32, tmp, inodes, L->spec->uid_base,
+                 L->spec->uid_base);
+        if ((r = mount_fs_at(rootfd, "", "tmp", "tmpfs", opts,
+                             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, NULL, err)) < 0)
+                return r;
+        return rootfs_dir(rootfd, "workspace", 0755, L->spec->uid_base, &fd, err);
+}
+
+/* Fork the mounter (it lands in C's pid ns, so its proc mount is C's) and
+ * wait for it. */
+static int run_mounter(const struct launch *L, struct sbx_error *err)
+{
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return sbx_error_set(err, errno, "pipe");
+        pid_t m = fork();
+        if (m < 0) {
+                close(p[0]);
+                close(p[1]);
+                return sbx_error_set(err, errno, "fork mounter");
+        }
+        if (m == 0) {
+                struct sbx_error e = {0};
+                close(p[0]);
+                int r = mount_all(L, &e);
+                if (r < 0)
+                        wire_send(p[1], e.code, e.msg);
+                _exit(r < 0 ? 1 : 0);
+        }
+        close(p[1]);
+        int r = wire_recv(p[0], err);
+        close(p[0]);
+        int st = 0;
+        while (waitpid(m, &st, 0) < 0 && errno == EINTR)
+                ;
+        if (r < 0)
+                return r;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                return sbx_error_set(err, EIO, "mounter died (status 0x%x)", st);
+        return 0;
+}
+
+/* ---- launcher steps in the host namespaces ---- */
+
+/* A directory of the sandbox dir, created when missing with owner/mode. */
+static int sandbox_subdir(int dirfd, const char *name, mode_t mode, uid_t uid,
+                          struct sbx_error *err)
+{
+        if (mkdirat(dirfd, name, mode) == 0) {
+                if (fchownat(dirfd, name, uid, (gid_t)uid, AT_SYMLINK_NOFOLLOW) < 0 ||
+                    fchmodat(dirfd, name, mode, 0) < 0)
+                        return sbx_error_set(err, errno, "set owner of %s/", name);
+                return 0;
+        }
+        if (errno != EEXIST)
+                return sbx_error_set(err, errno, "create %s/", name);
+        struct stat st;
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return sbx_error_set(err, errno, "stat %s/", name);
+        if (!S_ISDIR(st.st_mode))
+                return sbx_error_set(err, ENOTDIR, "%s/ of the sandbox is not a directory", name);
+        return 0;
+}
+
+static int prepare_dir(struct launch *L, struct sbx_error *err)
+{
+        const struct rt_spec *s = L->spec;
+        L->dirfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (L->dirfd < 0)
+                return sbx_error_set(err, errno, "open sandbox dir `%s`", s->dir);
+        int r;
+        if ((r = sandbox_subdir(L->dirfd, "upper", 0755, s->uid_base, err)) < 0 ||
+            (r = sandbox_subdir(L->dirfd, "work", 0700, s->uid_base, err)) < 0 ||
+            (r = sandbox_subdir(L->dirfd, "rootfs", 0755, 0, err)) < 0 ||
+            (r = sandbox_subdir(L->dirfd, "lower", 0755, 0, err)) < 0)
+                return r;
+        if (unlinkat(L->dirfd, "agent.sock", 0) < 0 && errno != ENOENT)
+                return sbx_error_set(err, errno, "remove stale agent.sock");
+        return 0;
+}
+
+static int make_listener(struct launch *L, struct sbx_error *err)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX, .sun_path = "agent.sock"};
+        L->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (L->listen_fd < 0)
+                return sbx_error_set(err, errno, "socket");
+        /* The dir path may exceed sun_path: bind relative to it. The umask
+         * makes the socket 0600 from its first moment. */
+        if (fchdir(L->dirfd) < 0)
+                return sbx_error_set(err, errno, "chdir `%s`", L->spec->dir);
+        mode_t old = umask(0177);
+        int r = bind(L->listen_fd, (struct sockaddr *)&sa, sizeof(sa));
+        int e = errno;
+        umask(old);
+        if (r < 0)
+                return sbx_error_set(err, e, "bind %s/agent.sock", L->spec->dir);
+        if (fchmodat(L->dirfd, "agent.sock", 0600, 0) < 0)
+                return sbx_error_set(err, errno, "chmod agent.sock");
+        if (listen(L->listen_fd, 128) < 0)
+                return sbx_error_set(err, errno, "listen");
+        if (chdir("/") < 0)
+                return sbx_error_set(err, errno, "chdir /");
+        return 0;
+}
+
+/* Detached clones of the host device nodes, made in the host namespace. */
+static int prepare_dev_trees(struct launch *L, struct sbx_error *err)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
+                char p[32];
+                snprintf(p, sizeof(p), "/dev/%s", dev_nodes[i]);
+                L->dev_fd[i] = open_tree(AT_FDCWD, p, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+                if (L->dev_fd[i] < 0)
+                        return sbx_error_set(err, errno, "clone host %s", p);
+                struct stat st;
+                if (fstat(L->dev_fd[i], &st) < 0 || !S_ISCHR(st.st_mode))
+                        return sbx_error_set(err, ENODEV, "host %s is not a char device", p);
+        }
+        return 0;
+}
+
+static int write_proc(pid_t pid, const char *file, const char *text, struct sbx_error *err)
+{
+        char p[64];
+        snprintf(p, sizeof(p), "/proc/%d/%s", (int)pid, file);
+        _cleanup_close_ int fd = open(p, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return sbx_error_set(err, errno, "open %s", p);
+        size_t len = strlen(text);
+        if (write(fd, text, len) != (ssize_t)len)
+                return sbx_error_set(err, errno, "write %s", p);
+        return 0;
+}
+
+static int open_ns(pid_t pid, const char *name, int *ret, struct sbx_error *err)
+{
+        char p[64];
+        snprintf(p, sizeof(p), "/proc/%d/ns/%s", (int)pid, name);
+        *ret = open(p, O_RDONLY | O_CLOEXEC);
+        if (*ret < 0)
+                return sbx_error_set(err, errno, "open %s", p);
+        return 0;
+}
+
+static int map_ids(struct launch *L, struct sbx_error *err)
+{
+        char map[64];
+        snprintf(map, sizeof(map), "0 %" PRIu32 " %" PRIu32 "\n", L->spec->uid_base,
+                 L->spec->uid_count);
+        int r;
+        if ((r = write_proc(L->pid, "uid_map", map, err)) < 0 ||
+            (r = write_proc(L->pid, "gid_map", map, err)) < 0)
+                return r;
+        if ((r = open_ns(L->pid, "user", &L->userns, err)) < 0 ||
+            (r = open_ns(L->pid, "mnt", &L->mntns, err)) < 0 ||
+            (r = open_ns(L->pid, "net", &L->netns, err)) < 0 ||
+            (r = open_ns(L->pid, "pid", &L->pidns, err)) < 0)
+                return r;
+        return 0;
+}
+
+/* One image for every sandbox: an idmapped, read-only clone of it shows
+ * files owned by host 0 as owned by root of this sandbox. */
+static int idmap_image(struct launch *L, struct sbx_error *err)
+{
+        const char *img = L->spec->rootfs;
+        L->tree_fd = open_tree(AT_FDCWD, img, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        if (L->tree_fd < 0)
+                return sbx_error_set(err, errno, "open image `%s`", img);
+        struct mount_attr a = {
+                .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                            MOUNT_ATTR_NODEV,
+                .userns_fd = (uint64_t)L->userns,
+        };
+        if (mount_setattr(L->tree_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0) {
+                int e = errno;
+                if (e == EINVAL || e == EPERM || e == EOPNOTSUPP || e == ENOSYS)
+                        return sbx_error_set(err, e,
+                                             "idmapped mount of image `%s` refused (the kernel "
+                                             "or the image's filesystem does not support "
+                                             "idmapped mounts)",
+                                             img);
+                return sbx_error_set(err, e, "idmap image `%s`", img);
+        }
+        return 0;
+}
+
+static int enter_ns(struct launch *L, struct sbx_error *err)
+{
+        if (setns(L->mntns, CLONE_NEWNS) < 0)
+                return sbx_error_set(err, errno, "enter the sandbox mount ns");
+        if (setns(L->netns, CLONE_NEWNET) < 0)
+                return sbx_error_set(err, errno, "enter the sandbox net ns");
+        /* Only our future children land in C's pid ns: the mounter. */
+        if (setns(L->pidns, CLONE_NEWPID) < 0)
+                return sbx_error_set(err, errno, "enter the sandbox pid ns");
+        return 0;
+}
+
+/* Hand C an fd of its root (opened in its mount ns) and let it go. */
+static int release_child(struct launch *L, struct sbx_error *err)
+{
+        _cleanup_close_ int dfd = open(L->spec->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW |
+                                                         O_CLOEXEC);
+        if (dfd < 0)
+                return sbx_error_set(err, errno, "open `%s`", L->spec->dir);
+        _cleanup_close_ int root = openat(dfd, "rootfs", O_PATH | O_DIRECTORY | O_NOFOLLOW |
+                                                                 O_CLOEXEC);
+        if (root < 0)
+                return sbx_error_set(err, errno, "open rootfs/");
+        char byte = 'G';
+        struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } c = {0};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf,
+                             .msg_controllen = sizeof(c.buf)};
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &root, sizeof(int));
+        if (sendmsg(L->sync[0], &msg, MSG_NOSIGNAL) != 1)
+                return sbx_error_set(err, errno, "release sandbox process");
+        close_fd(&L->sync[0]);
+        return 0;
+}
+
+/* C closes its error pipe by exec'ing (CLOEXEC) or reports why it failed. */
+static int wait_exec(struct launch *L, struct sbx_error *err)
+{
+        int r = wire_recv(L->errp[0], err);
+        if (r < 0)
+                return r;
+        int st;
+        if (waitpid(L->pid, &st, WNOHANG) == L->pid) {
+                L->pid = 0;
+                return sbx_error_set(err, EIO, "sandbox-init exited at once (status 0x%x)", st);
+        }
+        return 0;
+}
+
+/* ---- C: the sandbox's PID 1 until it execs sandbox-init ---- */
+
+struct child {
+        int errfd;
+        const struct launch *L;
+};
+
+static _Noreturn void child_fail(struct child *c, int errnum, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static _Noreturn void child_fail(struct child *c, int errnum, const char *fmt, ...)
+{
+        char head[384];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(head, sizeof(head), fmt, ap);
+        va_end(ap);
+        struct sbx_error e;
+        sbx_error_set(&e, errnum, "%s", head);
+        wire_send(c->errfd, e.code, e.msg);
+        _exit(1);
+}
+
+/* Only what C needs, at fixed numbers; everything else inherited from the
+ * daemon is closed before anything else happens (CVE-2024-21626 class:
+ * no host fd, above all no directory fd, may reach the sandbox). */
+static void child_fds_early(struct child *c)
+{
+        const struct launch *L = c->L;
+        int src[] = {L->listen_fd, L->ctx->init_memfd, L->errp[1], L->sync[1]};
+        int tmp[ARRAY_SIZE(src)];
+        for (size_t i = 0; i < ARRAY_SIZE(src); i++) {
+                tmp[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 64);
+                if (tmp[i] < 0)
+                        _exit(1);
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(src); i++) {
+                /* fd 3 (the listener) is the only one kept across exec. */
+                if (dup3(tmp[i], FD_LISTEN + (int)i, i == 0 ? 0 : O_CLOEXEC) < 0)
+                        _exit(1);
+        }
+        c->errfd = FD_ERR;
+        close_range(0, 2, 0);
+        close_range(FD_FIRST_FREE, ~0U, 0);
+}
+
+static int child_recv_root(struct child *c)
+{
+        char byte;
+        struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } cb;
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cb.buf,
+                             .msg_controllen = sizeof(cb.buf)};
+        ssize_t n;
+        do
+                n = recvmsg(FD_SYNC, &msg, MSG_CMSG_CLOEXEC);
+        while (n < 0 && errno == EINTR);
+        if (n <= 0)
+                _exit(1); /* launcher gone: nothing to report to */
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+        if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int)))
+                child_fail(c, EPROTO, "release message without root fd");
+        int fd;
+        memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+        close(FD_SYNC);
+        return fd;
+}
+
+static void child_net_uts(struct child *c)
+{
+        const char *h = c->L->spec->hostname;
+        if (sethostname(h, strnlen(h, NS_HOSTNAME_MAX)) < 0)
+                child_fail(c, errno, "sethostname");
+        _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct ifreq ifr = {0};
+        snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+        if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+                child_fail(c, errno, "get flags of lo");
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+                child_fail(c, errno, "bring lo up");
+}
+
+static void child_pivot(struct child *c, int rootfd)
+{
+        if (fchdir(rootfd) < 0)
+                child_fail(c, errno, "chdir to the sandbox root");
+        close(rootfd);
+        /* pivot_root(".", ".") stacks the old root on top of the new one;
+         * detaching it leaves no path to the host tree. */
+        if (syscall(SYS_pivot_root, ".", ".") < 0)
+                child_fail(c, errno, "pivot_root");
+        if (umount2(".", MNT_DETACH) < 0)
+                child_fail(c, errno, "detach the old root");
+        if (chdir("/") < 0)
+                child_fail(c, errno, "chdir /");
+}
+
+static void child_stdio(struct child *c)
+{
+        int fd = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                child_fail(c, errno, "open /dev/null");
+        for (int i = 0; i <= 2; i++)
+                if (fd != i && dup2(fd, i) < 0)
+                        child_fail(c, errno, "dup2");
+        if (fd > 2)
+                close(fd);
+        else
+                fcntl(fd, F_SETFD, 0);
+}
+
+static void child_ids_env(struct child *c)
+{
+        /* C still runs as host uid 0, which is unmapped here: become the
+         * mapped root (host uid_base). Supplementary groups of host root
+         * must not survive either. */
+        if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0)
+                child_fail(c, errno, "switch to root of the user namespace");
+        if (setsid() < 0)
+                child_fail(c, errno, "setsid");
+        clearenv();
+        umask(022);
+        struct rlimit core = {0, 0};
+        if (setrlimit(RLIMIT_CORE, &core) < 0)
+                child_fail(c, errno, "setrlimit core");
+        sigset_t all;
+        sigemptyset(&all);
+        sigprocmask(SIG_SETMASK, &all, NULL);
+        /* Ignored signals stay ignored across exec: reset them all. */
+        for (int s = 1; s < NSIG; s++)
+                if (s != SIGKILL && s != SIGSTOP)
+                        signal(s, SIG_DFL);
+}
+
+/* Docker's default set (moby oci/caps/defaults.go). The inheritable set
+ * stays empty (CVE-2022-24769: inheritable caps would let a non-root
+ * workload gain them from file capabilities). */
+static const int keep_caps[] = {
+        CAP_CHOWN,   CAP_DAC_OVERRIDE, CAP_FSETID,           CAP_FOWNER,      CAP_MKNOD,
+        CAP_NET_RAW, CAP_SETGID,       CAP_SETUID,           CAP_SETFCAP,     CAP_SETPCAP,
+        CAP_NET_BIND_SERVICE,          CAP_SYS_CHROOT,       CAP_KILL,        CAP_AUDIT_WRITE,
+};
+
+static void child_caps(struct child *c)
+{
+        uint64_t keep = 0;
+        for (size_t i = 0; i < ARRAY_SIZE(keep_caps); i++)
+                keep |= 1ULL << keep_caps[i];
+        for (int cap = 0; cap < 64; cap++) {
+                if (keep & (1ULL << cap))
+                        continue;
+                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+                        child_fail(c, errno, "drop capability %d from the bounding set", cap);
+        }
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+                child_fail(c, errno, "clear ambient capabilities");
+        struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+        struct __user_cap_data_struct d[2] = {0};
+        for (int i = 0; i < 2; i++) {
+                d[i].effective = d[i].permitted = (uint32_t)(keep >> (32 * i));
+                d[i].inheritable = 0;
+        }
+        if (syscall(SYS_capset, &h, d) < 0)
+                child_fail(c, errno, "capset");
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                child_fail(c, errno, "set no_new_privs");
+}
+
+static _Noreturn void child_main(struct child *c)
+{
+        child_fds_early(c);
+        int rootfd = child_recv_root(c);
+        /* The launcher put us in our cgroups: that is the root of the new
+         * cgroup namespace. */
+        if (unshare(CLONE_NEWCGROUP) < 0)
+                child_fail(c, errno, "unshare cgroup ns");
+        child_net_uts(c);
+        child_pivot(c, rootfd);
+        child_stdio(c);
+        child_ids_env(c);
+        child_caps(c);
+        int r = rt_seccomp_load(&c->L->ctx->seccomp);
+        if (r < 0)
+                child_fail(c, -r, "load seccomp filter");
+        /* A sealed memfd, not a host path: even a workload that reaches
+         * /proc/1/exe cannot write through to a host binary (CVE-2019-5736). */
+        char *const argv[] = {"sandbox-init", "--listen-fd=3", NULL};
+        char *const envp[] = {NULL};
+        fexecve(FD_MEMFD, argv, envp);
+        child_fail(c, errno, "exec sandbox-init");
+}
+
+/* ---- the launch ---- */
+
+static int launch_clone(struct launch *L, struct sbx_error *err)
+{
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, L->sync) < 0)
+                return sbx_error_set(err, errno, "socketpair");
+        if (pipe2(L->errp, O_CLOEXEC) < 0)
+                return sbx_error_set(err, errno, "pipe");
+        /* Fork-like clone (no new stack): the child continues here. */
+        long pid = syscall(SYS_clone, (unsigned long)NS_CLONE_FLAGS | SIGCHLD, NULL, NULL, NULL,
+                           NULL);
+        if (pid < 0)
+                return sbx_error_set(err, errno, "clone sandbox namespaces");
+        if (pid == 0) {
+                struct child c = {.errfd = L->errp[1], .L = L};
+                child_main(&c);
+        }
+        L->pid = (pid_t)pid;
+        close_fd(&L->sync[1]);
+        close_fd(&L->errp[1]);
+        close_fd(&L->listen_fd);
+        return 0;
+}
+
+static int launch_steps(struct launch *L, struct sbx_error *err)
+{
+        int r;
+        if ((r = cg_create(&L->ctx->cg, L->spec->id, &L->spec->limits, err)) < 0 ||
+            (r = prepare_dir(L, err)) < 0 || (r = make_listener(L, err)) < 0 ||
+            (r = prepare_dev_trees(L, err)) < 0 || (r = launch_clone(L, err)) < 0)
+                return r;
+        if ((r = cg_attach(&L->ctx->cg, L->spec->id, L->pid, err)) < 0 ||
+            (r = map_ids(L, err)) < 0 || (r = idmap_image(L, err)) < 0 ||
+            (r = enter_ns(L, err)) < 0)
+                return r;
+        if ((r = run_mounter(L, err)) < 0)
+                return r;
+        if ((r = release_child(L, err)) < 0)
+                return r;
+        return wait_exec(L, err);
+}
+
+int ns_launch(const struct ns_ctx *ctx, const struct rt_spec *spec, pid_t *ret_pid,
+              struct sbx_error *err)
+{
+        struct launch L = {
+                .ctx = ctx, .spec = spec, .dirfd = -1, .listen_fd = -1, .sync = {-1, -1},
+                .errp = {-1, -1}, .userns = -1, .mntns = -1, .netns = -1, .pidns = -1,
+                .tree_fd = -1,
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(L.dev_fd); i++)
+                L.dev_fd[i] = -1;
+        int r = ns_spec_check(spec, err);
+        if (r >= 0)
+                r = launch_steps(&L, err);
+        if (r < 0 && L.pid > 0) {
+                kill(L.pid, SIGKILL);
+                while (waitpid(L.pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+        }
+        if (r >= 0)
+                *ret_pid = L.pid;
+        launch_release(&L);
+        return r < 0 ? r : 0;
+}

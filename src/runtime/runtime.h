@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/* The runtime: isolation drivers behind one interface. A driver's whole
+ * job is to create an environment from an image with a persistent writable
+ * layer, start sandbox-init as its PID 1 listening on <dir>/agent.sock,
+ * and freeze, thaw, stop and destroy it. Nothing above runtime/ knows how.
+ *
+ * Only the ns driver exists today (namespaces + overlayfs + cgroups).
+ *
+ * Threads: rt_open() forks a single-threaded helper (the "zygote") and must
+ * be called before the daemon starts any thread. Every clone() with
+ * namespace flags happens in a child of that helper, never in the threaded
+ * daemon. All other functions are thread-safe.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../common/util.h"
+
+struct rt;
+
+struct rt_config {
+        const char *init_path;   /* host path of the static sandbox-init binary */
+        const char *cgroup_root; /* cgroup parent name, e.g. "sandboxd" */
+};
+
+/* Resource limits; 0 = unlimited / not set. */
+struct rt_limits {
+        uint64_t memory_bytes;
+        uint64_t pids;
+        uint64_t cpu_shares;     /* relative weight, 1024 = one default share */
+        uint64_t tmp_bytes;      /* /tmp tmpfs size */
+};
+
+struct rt_spec {
+        uint64_t id;             /* unique, never reused; names the cgroup */
+        const char *dir;         /* sandbox dir: holds upper/ work/ agent.sock; exists, 0700 */
+        const char *rootfs;      /* image root (read-only lower layer) */
+        const char *hostname;    /* the sandbox name (cut to 64 bytes) */
+        uint32_t uid_base;       /* host uid/gid that is root inside */
+        uint32_t uid_count;      /* size of the mapped range, e.g. 65536 */
+        struct rt_limits limits;
+};
+
+/* Fork the zygote. Call once, before any thread exists. */
+int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err);
+void rt_close(struct rt *rt);
+
+/* Start a sandbox: mounts, namespaces, cgroups, then sandbox-init as PID 1.
+ * Returns once <dir>/agent.sock accepts connections. Safe to call again on
+ * a stopped sandbox (same files). ret_pid: host pid of sandbox-init. */
+int rt_start(struct rt *rt, const struct rt_spec *spec, pid_t *ret_pid, struct sbx_error *err);
+
+/* Freeze / thaw every process of the sandbox (cgroup freezer). */
+int rt_freeze(struct rt *rt, uint64_t id, struct sbx_error *err);
+int rt_thaw(struct rt *rt, uint64_t id, struct sbx_error *err);
+
+/* Kill every process of the sandbox, frozen or not, and wait until its
+ * cgroup is empty. The files stay. */
+int rt_stop(struct rt *rt, uint64_t id, struct sbx_error *err);
+
+/* rt_stop, then remove the cgroups and the sandbox dir (upper layer and
+ * all), never following a symlink or crossing a mount. */
+int rt_destroy(struct rt *rt, const struct rt_spec *spec, struct sbx_error *err);
+
+/* Whether any process of the sandbox is alive (its cgroup is populated). */
+bool rt_is_alive(struct rt *rt, uint64_t id);
+
+/* ---- images (runtime/image.c) ----
+ * <images>/<name>/rootfs is an image; <images>/<name>/image.json, written
+ * last, marks it complete. A build goes to a temporary dir and is renamed
+ * into place, so a half-built image is never used. */
+struct rt_image_info {
+        char name[65];
+        int64_t built_at_ms;
+        uint64_t size_bytes;
+};
+/* Build `name` ("debian" or "tiny"); progress lines go to stderr.
+ * force: rebuild even if present. */
+int rt_image_build(const char *images_dir, const char *name, bool force, struct sbx_error *err);
+/* Path of a complete image's rootfs in out; -ENOENT when absent. */
+int rt_image_rootfs(const char *images_dir, const char *name, char *out, size_t out_len);
+/* List complete images; *ret is malloc'd. */
+int rt_image_list(const char *images_dir, struct rt_image_info **ret, size_t *ret_n,
+                  struct sbx_error *err);

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/* The HTTP API: server (http.c), routes and handlers (routes.c), the
+ * one place where errors become JSON error bodies (api_error). */
+#pragma once
+
+#include <microhttpd.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../common/util.h"
+#include "../manager/manager.h"
+#include "keys.h"
+
+struct api_config {
+        const char *listen;          /* ADDR:PORT */
+        const char *url;             /* public base URL (iss, endpoints) */
+        int64_t credential_ttl_ms;
+        int64_t token_leeway_ms;
+        int64_t max_body_bytes;
+        int64_t max_connections;
+};
+
+struct api_metrics {
+        atomic_ullong requests;
+        atomic_ullong responses_by_class[6]; /* 1xx..5xx */
+        atomic_ullong execs;
+        atomic_ullong exec_ms_total;
+        atomic_ullong bytes_in, bytes_out;
+};
+
+struct api {
+        struct api_config cfg;
+        struct manager *mgr;
+        struct keyring *keys;        /* guarded by keys_lock; swapped on SIGHUP */
+        pthread_mutex_t keys_lock;
+        const char *state_dir;
+        struct MHD_Daemon *mhd;
+        struct api_metrics metrics;
+        atomic_bool draining;        /* shutting down: answer 503 */
+};
+
+/* One request as the handlers see it. */
+struct api_req {
+        struct MHD_Connection *conn;
+        const char *method;
+        const char *path;            /* without the query */
+        struct buf body;
+        bool body_too_large;
+        int64_t started_us;
+};
+
+struct api_resp {
+        unsigned status;
+        const char *content_type;
+        struct buf body;             /* JSON or raw bytes */
+        char retry_after[16];        /* Retry-After header when set */
+};
+
+int api_start(struct api *a, struct sbx_error *err);
+/* Load the key files again (after `sandboxd key rotate|remove`). */
+void api_reload_keys(struct api *a);
+/* A reference to the current keyring; keyring_free() it after use. */
+struct keyring *api_keys(struct api *a);
+void api_stop(struct api *a);
+
+/* Route one complete request; fills resp. */
+void api_route(struct api *a, struct api_req *req, struct api_resp *resp);
+
+/* Set resp to the API's error body {"error":{"code","message"}}. */
+void api_error(struct api_resp *resp, unsigned status, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+/* Map a -errno from manager/runtime/agent to status + code, message from err. */
+void api_error_errno(struct api_resp *resp, int r, const struct sbx_error *err);
+/* Serialize j (stolen) as the response body with status. */
+void api_json(struct api_resp *resp, unsigned status, json_t *j);
+/* Query parameter, or NULL. */
+const char *api_query(struct api_req *req, const char *key);
+const char *api_header(struct api_req *req, const char *key);
+
+/* Replace invalid UTF-8 in bytes with U+FFFD; returns a malloc'd string
+ * (ret_len without the NUL). */
+char *utf8_sanitize(const uint8_t *data, size_t len, size_t *ret_len);

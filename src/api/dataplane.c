@@ -1,0 +1,465 @@
+/* SPDX-License-Identifier: MIT */
+/* Data-plane handlers: JSON in, one agent call, JSON out. The agent does
+ * the work; this file checks input and maps results and errors. */
+#include "dataplane.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../agent/client.h"
+#include "../common/log.h"
+
+#define MAX_ARGS 4096
+#define MAX_ENV 4096
+#define MAX_ARG_BYTES (256u << 10)
+
+static void no_content(struct api_resp *resp)
+{
+        resp->status = 204;
+        resp->content_type = NULL;
+        resp->body.len = 0;
+}
+
+static json_t *parse_body(struct api_req *req, struct api_resp *resp)
+{
+        json_error_t jerr;
+        json_t *j = req->body.len ? json_loadb(req->body.data, req->body.len,
+                                               JSON_REJECT_DUPLICATES, &jerr)
+                                  : NULL;
+        if (!json_is_object(j)) {
+                json_decref(j);
+                api_error(resp, 400, "invalid_argument", "body: expected a JSON object");
+                return NULL;
+        }
+        return j;
+}
+
+/* A JSON string that can become a C string: no NUL inside. */
+static const char *c_string(json_t *v)
+{
+        if (!json_is_string(v))
+                return NULL;
+        const char *s = json_string_value(v);
+        return strlen(s) == json_string_length(v) ? s : NULL;
+}
+
+struct cmd_holder {
+        struct agent_cmd cmd;
+        const char *argv[MAX_ARGS + 1];
+        char *env[MAX_ENV + 1];
+        size_t envc;
+};
+
+static void cmd_holder_free(struct cmd_holder *h)
+{
+        for (size_t i = 0; i < h->envc; i++)
+                free(h->env[i]);
+}
+
+/* command, cwd, env (and stdin for spawn) from an ExecRequest/SpawnRequest. */
+static int parse_cmd(json_t *body, struct cmd_holder *h, struct api_resp *resp)
+{
+        memset(&h->cmd, 0, sizeof(h->cmd));
+        h->envc = 0;
+        json_t *cmd = json_object_get(body, "command");
+        if (!json_is_array(cmd) || json_array_size(cmd) == 0 || json_array_size(cmd) > MAX_ARGS) {
+                api_error(resp, 400, "invalid_argument", "command: expected a non-empty array of strings");
+                return -1;
+        }
+        size_t i, total = 0;
+        json_t *v;
+        json_array_foreach(cmd, i, v) {
+                const char *s = c_string(v);
+                if (!s) {
+                        api_error(resp, 400, "invalid_argument",
+                                  "command[%zu]: expected a string without NUL bytes", i);
+                        return -1;
+                }
+                total += strlen(s) + 1;
+                h->argv[i] = s;
+        }
+        h->argv[i] = NULL;
+        h->cmd.argv = h->argv;
+        h->cmd.argc = i;
+        json_t *cwd = json_object_get(body, "cwd");
+        if (cwd && !json_is_null(cwd)) {
+                const char *s = c_string(cwd);
+                if (!s || !*s || strlen(s) > 4095) {
+                        api_error(resp, 400, "invalid_argument", "cwd: expected a path");
+                        return -1;
+                }
+                h->cmd.cwd = s;
+        }
+        json_t *env = json_object_get(body, "env");
+        if (env && !json_is_null(env)) {
+                if (!json_is_object(env) || json_object_size(env) > MAX_ENV) {
+                        api_error(resp, 400, "invalid_argument", "env: expected an object of strings");
+                        return -1;
+                }
+                const char *k;
+                json_object_foreach(env, k, v) {
+                        const char *val = c_string(v);
+                        if (!*k || strchr(k, '=') || !val) {
+                                api_error(resp, 400, "invalid_argument",
+                                          "env: bad variable '%.64s'", k);
+                                return -1;
+                        }
+                        size_t n = strlen(k) + strlen(val) + 2;
+                        total += n;
+                        char *kv = malloc(n);
+                        if (!kv) {
+                                api_error(resp, 503, "unavailable", "out of memory");
+                                return -1;
+                        }
+                        snprintf(kv, n, "%s=%s", k, val);
+                        h->env[h->envc++] = kv;
+                }
+        }
+        h->env[h->envc] = NULL;
+        h->cmd.env = (const char *const *)h->env;
+        h->cmd.envc = h->envc;
+        if (total > MAX_ARG_BYTES) {
+                api_error(resp, 413, "too_large", "command and env over %u bytes", MAX_ARG_BYTES);
+                return -1;
+        }
+        json_t *in = json_object_get(body, "stdin");
+        if (in && !json_is_null(in)) {
+                if (!json_is_boolean(in)) {
+                        api_error(resp, 400, "invalid_argument", "stdin: expected a boolean");
+                        return -1;
+                }
+                h->cmd.stdin_pipe = json_is_true(in);
+        }
+        return 0;
+}
+
+/* Output bytes as a JSON string, invalid UTF-8 replaced by U+FFFD. */
+static json_t *text_json(const uint8_t *data, size_t len)
+{
+        size_t n = 0;
+        char *s = utf8_sanitize(data, len, &n);
+        json_t *j = s ? json_stringn_nocheck(s, n) : NULL;
+        free(s);
+        return j;
+}
+
+/* An agent call failed: map agent errors, or a lost sandbox. */
+static void agent_failure(struct sandbox *sb, int r, const struct sbx_error *err,
+                          struct api_resp *resp)
+{
+        if (mgr_sandbox_gone(sb)) {
+                api_error(resp, 404, "not_found", "the sandbox was deleted");
+                return;
+        }
+        switch (r) {
+        case -EINVAL:
+        case -ENOENT:
+        case -EDQUOT:
+        case -EBUSY:
+                api_error_errno(resp, r, err);
+                return;
+        default:
+                log_error("agent call failed: %s", err->msg);
+                api_error(resp, 502, "bring_up_failed", "sandbox agent: %s", err->msg);
+        }
+}
+
+/* Connecting failed because nothing listens any more: the agent died (it
+ * was killed, or the host rebooted under a running daemon). Restart the
+ * sandbox on its files and let the caller try once more. */
+static bool should_retry(struct api *a, struct sandbox *sb, int r)
+{
+        if (r != -ECONNREFUSED)
+                return false;
+        struct sbx_error err = { 0 };
+        return mgr_recover(a->mgr, sb, &err) == 0;
+}
+
+static json_t *status_json(const struct agent_proc_status *st)
+{
+        char started[32];
+        format_rfc3339(st->started_at, started);
+        json_t *argv = json_array();
+        for (size_t i = 0; i < st->argc; i++)
+                json_array_append_new(argv, text_json((const uint8_t *)st->argv[i],
+                                                      strlen(st->argv[i])));
+        json_t *j = json_pack("{s:s,s:o,s:s,s:s}", "processId", st->id, "command", argv, "state",
+                              st->exited ? "exited" : "running", "startedAt", started);
+        if (j && st->exited) {
+                char exited[32];
+                format_rfc3339(st->exited_at, exited);
+                json_object_set_new(j, "exitCode", json_integer(st->exit_code));
+                json_object_set_new(j, "exitedAt", json_string(exited));
+        }
+        return j;
+}
+
+static void handle_exec(struct api *a, struct api_req *req, struct sandbox *sb,
+                        struct api_resp *resp)
+{
+        json_t *body = parse_body(req, resp);
+        if (!body)
+                return;
+        struct cmd_holder h;
+        int64_t timeout = 0;
+        json_t *t = json_object_get(body, "timeoutMs");
+        if (t && !json_is_null(t)) {
+                if (!json_is_integer(t) || json_integer_value(t) < 0) {
+                        api_error(resp, 400, "invalid_argument",
+                                  "timeoutMs: expected a non-negative integer");
+                        json_decref(body);
+                        return;
+                }
+                timeout = json_integer_value(t);
+        }
+        if (parse_cmd(body, &h, resp) < 0) {
+                cmd_holder_free(&h);
+                json_decref(body);
+                return;
+        }
+        h.cmd.stdin_pipe = false;
+        struct agent_exec_result res = { 0 };
+        struct sbx_error err = { 0 };
+        int r = agent_exec(mgr_sandbox_dir(sb), &h.cmd, timeout, &res, &err);
+        if (r < 0 && should_retry(a, sb, r))
+                r = agent_exec(mgr_sandbox_dir(sb), &h.cmd, timeout, &res, &err);
+        cmd_holder_free(&h);
+        json_decref(body);
+        if (r < 0) {
+                agent_failure(sb, r, &err, resp);
+                return;
+        }
+        atomic_fetch_add(&a->metrics.execs, 1);
+        atomic_fetch_add(&a->metrics.exec_ms_total, (unsigned long long)res.duration_ms);
+        json_t *j = json_pack("{s:i,s:o,s:o,s:I,s:b,s:b}", "exitCode", res.exit_code, "stdout",
+                              text_json((uint8_t *)res.out, res.out_len), "stderr",
+                              text_json((uint8_t *)res.err, res.err_len), "durationMs",
+                              (json_int_t)res.duration_ms, "timedOut", res.timed_out, "truncated",
+                              res.truncated);
+        agent_exec_result_free(&res);
+        api_json(resp, 200, j);
+}
+
+static void handle_spawn(struct api *a, struct api_req *req, struct sandbox *sb,
+                         struct api_resp *resp)
+{
+        json_t *body = parse_body(req, resp);
+        if (!body)
+                return;
+        struct cmd_holder h;
+        if (parse_cmd(body, &h, resp) < 0) {
+                cmd_holder_free(&h);
+                json_decref(body);
+                return;
+        }
+        struct agent_proc_status st = { 0 };
+        struct sbx_error err = { 0 };
+        int r = agent_spawn(mgr_sandbox_dir(sb), &h.cmd, &st, &err);
+        if (r < 0 && should_retry(a, sb, r))
+                r = agent_spawn(mgr_sandbox_dir(sb), &h.cmd, &st, &err);
+        cmd_holder_free(&h);
+        json_decref(body);
+        if (r < 0) {
+                agent_failure(sb, r, &err, resp);
+                return;
+        }
+        api_json(resp, 200, status_json(&st));
+        agent_proc_status_free(&st);
+}
+
+static void handle_list(struct api *a, struct sandbox *sb, struct api_resp *resp)
+{
+        struct agent_proc_list l = { 0 };
+        struct sbx_error err = { 0 };
+        int r = agent_list(mgr_sandbox_dir(sb), &l, &err);
+        if (r < 0 && should_retry(a, sb, r))
+                r = agent_list(mgr_sandbox_dir(sb), &l, &err);
+        if (r < 0) {
+                agent_failure(sb, r, &err, resp);
+                return;
+        }
+        json_t *arr = json_array();
+        for (size_t i = 0; i < l.n; i++)
+                json_array_append_new(arr, status_json(&l.procs[i]));
+        agent_proc_list_free(&l);
+        api_json(resp, 200, json_pack("{s:o}", "processes", arr));
+}
+
+/* A query offset: a non-negative decimal integer, default 0. */
+static int query_u64(struct api_req *req, const char *key, uint64_t max, uint64_t *ret)
+{
+        const char *v = api_query(req, key);
+        *ret = 0;
+        if (!v)
+                return 0;
+        if (!*v || strlen(v) > 20)
+                return -1;
+        uint64_t n = 0;
+        for (const char *p = v; *p; p++) {
+                if (*p < '0' || *p > '9')
+                        return -1;
+                if (n > (UINT64_MAX - 9) / 10)
+                        return -1;
+                n = n * 10 + (uint64_t)(*p - '0');
+        }
+        if (n > max)
+                return -1;
+        *ret = n;
+        return 0;
+}
+
+static void handle_poll(struct api *a, struct api_req *req, struct sandbox *sb, const char *id,
+                        struct api_resp *resp)
+{
+        uint64_t out_from, err_from, wait;
+        if (query_u64(req, "stdoutFrom", INT64_MAX, &out_from) < 0 ||
+            query_u64(req, "stderrFrom", INT64_MAX, &err_from) < 0) {
+                api_error(resp, 400, "invalid_argument", "bad stdoutFrom / stderrFrom");
+                return;
+        }
+        if (query_u64(req, "waitMs", AGENT_MAX_WAIT_MS, &wait) < 0) {
+                api_error(resp, 400, "invalid_argument", "waitMs: an integer from 0 to %d",
+                          AGENT_MAX_WAIT_MS);
+                return;
+        }
+        struct agent_poll_result p = { 0 };
+        struct sbx_error err = { 0 };
+        int r = agent_poll(mgr_sandbox_dir(sb), id, out_from, err_from, (int)wait, &p, &err);
+        if (r < 0 && should_retry(a, sb, r))
+                r = agent_poll(mgr_sandbox_dir(sb), id, out_from, err_from, (int)wait, &p, &err);
+        if (r < 0) {
+                agent_failure(sb, r, &err, resp);
+                return;
+        }
+        json_t *j = status_json(&p.status);
+        json_object_set_new(j, "stdout", text_json((uint8_t *)p.out, p.out_len));
+        json_object_set_new(j, "stderr", text_json((uint8_t *)p.err, p.err_len));
+        json_object_set_new(j, "stdoutNext", json_integer((json_int_t)p.out_next));
+        json_object_set_new(j, "stderrNext", json_integer((json_int_t)p.err_next));
+        json_object_set_new(j, "stdoutDropped", json_integer((json_int_t)p.out_dropped));
+        json_object_set_new(j, "stderrDropped", json_integer((json_int_t)p.err_dropped));
+        agent_poll_result_free(&p);
+        api_json(resp, 200, j);
+}
+
+static void handle_signal(struct api *a, struct api_req *req, struct sandbox *sb, const char *id,
+                          struct api_resp *resp)
+{
+        const char *name = "TERM";
+        json_t *body = NULL;
+        if (req->body.len) {
+                if (!(body = parse_body(req, resp)))
+                        return;
+                json_t *s = json_object_get(body, "signal");
+                if (s && !json_is_null(s)) {
+                        if (!json_is_string(s)) {
+                                json_decref(body);
+                                api_error(resp, 400, "invalid_argument", "signal: expected a string");
+                                return;
+                        }
+                        name = json_string_value(s);
+                }
+        }
+        int sig = agent_signal_from_name(name);
+        json_decref(body);
+        if (sig < 0) {
+                api_error(resp, 400, "invalid_argument",
+                          "signal: one of TERM, KILL, INT, HUP, QUIT, USR1, USR2");
+                return;
+        }
+        struct sbx_error err = { 0 };
+        int r = agent_signal(mgr_sandbox_dir(sb), id, sig, &err);
+        if (r < 0 && should_retry(a, sb, r))
+                r = agent_signal(mgr_sandbox_dir(sb), id, sig, &err);
+        if (r < 0)
+                agent_failure(sb, r, &err, resp);
+        else
+                no_content(resp);
+}
+
+static void handle_kill(struct api *a, struct sandbox *sb, const char *id, struct api_resp *resp)
+{
+        struct sbx_error err = { 0 };
+        int r = agent_kill(mgr_sandbox_dir(sb), id, &err);
+        if (r < 0 && should_retry(a, sb, r))
+                r = agent_kill(mgr_sandbox_dir(sb), id, &err);
+        if (r < 0)
+                agent_failure(sb, r, &err, resp);
+        else
+                no_content(resp);
+}
+
+static void handle_stdin(struct api *a, struct api_req *req, struct sandbox *sb, const char *id,
+                         struct api_resp *resp)
+{
+        const char *c = api_query(req, "close");
+        bool close_it = false;
+        if (c) {
+                if (!strcmp(c, "true") || !strcmp(c, "1"))
+                        close_it = true;
+                else if (strcmp(c, "false") && strcmp(c, "0")) {
+                        api_error(resp, 400, "invalid_argument", "close: true or false");
+                        return;
+                }
+        }
+        struct sbx_error err = { 0 };
+        int r = agent_stdin(mgr_sandbox_dir(sb), id, req->body.data, req->body.len, close_it,
+                            60000, &err);
+        if (r < 0)
+                agent_failure(sb, r, &err, resp);
+        else
+                no_content(resp);
+}
+
+static bool proc_id_ok(const char *id)
+{
+        size_t n = strlen(id);
+        if (n == 0 || n > 64)
+                return false;
+        for (const char *p = id; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                      (*p >= '0' && *p <= '9') || *p == '-'))
+                        return false;
+        return true;
+}
+
+bool dataplane_route_exists(const char *const *seg, size_t n)
+{
+        if (n == 1)
+                return !strcmp(seg[0], "exec") || !strcmp(seg[0], "processes");
+        if (!strcmp(seg[0], "processes"))
+                return n == 2 || (n == 3 && (!strcmp(seg[2], "signal") || !strcmp(seg[2], "stdin")));
+        return false;
+}
+
+void dataplane_handle(struct api *a, struct api_req *req, struct sandbox *sb,
+                      const char *const *seg, size_t n, struct api_resp *resp)
+{
+        const char *m = req->method;
+        bool get = !strcmp(m, "GET"), post = !strcmp(m, "POST"), del = !strcmp(m, "DELETE");
+        if (!strcmp(seg[0], "exec") && post) {
+                handle_exec(a, req, sb, resp);
+        } else if (!strcmp(seg[0], "processes") && n == 1 && (get || post)) {
+                if (post)
+                        handle_spawn(a, req, sb, resp);
+                else
+                        handle_list(a, sb, resp);
+        } else if (!strcmp(seg[0], "processes") && n >= 2) {
+                if (!proc_id_ok(seg[1])) {
+                        api_error(resp, 404, "not_found", "no such process");
+                } else if (n == 2 && get) {
+                        handle_poll(a, req, sb, seg[1], resp);
+                } else if (n == 2 && del) {
+                        handle_kill(a, sb, seg[1], resp);
+                } else if (n == 3 && post && !strcmp(seg[2], "signal")) {
+                        handle_signal(a, req, sb, seg[1], resp);
+                } else if (n == 3 && post && !strcmp(seg[2], "stdin")) {
+                        handle_stdin(a, req, sb, seg[1], resp);
+                } else {
+                        api_error(resp, 405, "invalid_argument", "method %s not allowed here", m);
+                }
+        } else {
+                api_error(resp, 405, "invalid_argument", "method %s not allowed here", m);
+        }
+}

@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: MIT */
+/* The HTTP server: libmicrohttpd with a thread per connection, so a
+ * handler may block on its sandbox (an exec, a 30 s poll) without holding
+ * up any other request. Bodies are collected up to max_body; one log line
+ * per request. */
+#include "api.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/log.h"
+
+void api_error(struct api_resp *resp, unsigned status, const char *code, const char *fmt, ...)
+{
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
+        api_json(resp, status, j);
+}
+
+void api_error_errno(struct api_resp *resp, int r, const struct sbx_error *err)
+{
+        const char *msg = err && err->msg[0] ? err->msg : strerror(-r);
+        switch (-r) {
+        case EINVAL:
+                api_error(resp, 400, "invalid_argument", "%s", msg);
+                break;
+        case EACCES:
+                api_error(resp, 401, "unauthenticated", "%s", msg);
+                break;
+        case EDQUOT:
+                api_error(resp, 402, "cap_reached", "%s", msg);
+                break;
+        case ENOENT:
+                api_error(resp, 404, "not_found", "%s", msg);
+                break;
+        case EPERM:
+                api_error(resp, 409, "not_enabled", "%s", msg);
+                break;
+        case EBUSY:
+                api_error(resp, 409, "invalid_state", "%s", msg);
+                break;
+        case ENOTSUP:
+                api_error(resp, 409, "unsupported_class", "%s", msg);
+                break;
+        case E2BIG:
+                api_error(resp, 413, "too_large", "%s", msg);
+                break;
+        case EHOSTDOWN:
+                api_error(resp, 502, "bring_up_failed", "%s", msg);
+                break;
+        case EAGAIN:
+                api_error(resp, 503, "unavailable", "%s", msg);
+                break;
+        default:
+                api_error(resp, 500, "internal", "%s", msg);
+                break;
+        }
+}
+
+void api_json(struct api_resp *resp, unsigned status, json_t *j)
+{
+        resp->status = status;
+        resp->content_type = "application/json";
+        resp->body.len = 0;
+        char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+        if (!s || buf_append(&resp->body, s, strlen(s)) < 0) {
+                resp->status = 500;
+                resp->body.len = 0;
+                buf_append(&resp->body,
+                           "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}", 56);
+        }
+        free(s);
+}
+
+const char *api_query(struct api_req *req, const char *key)
+{
+        return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *api_header(struct api_req *req, const char *key)
+{
+        return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, key);
+}
+
+char *utf8_sanitize(const uint8_t *s, size_t len, size_t *ret_len)
+{
+        /* Worst case every byte becomes the 3-byte U+FFFD. */
+        if (len > (SIZE_MAX - 1) / 3)
+                return NULL;
+        char *out = malloc(len * 3 + 1);
+        if (!out)
+                return NULL;
+        size_t o = 0, i = 0;
+        while (i < len) {
+                uint8_t c = s[i];
+                size_t n = 0;
+                uint32_t cp = 0;
+                if (c < 0x80) {
+                        out[o++] = (char)c;
+                        i++;
+                        continue;
+                } else if (c >= 0xc2 && c <= 0xdf) {
+                        n = 1;
+                        cp = c & 0x1f;
+                } else if (c >= 0xe0 && c <= 0xef) {
+                        n = 2;
+                        cp = c & 0x0f;
+                } else if (c >= 0xf0 && c <= 0xf4) {
+                        n = 3;
+                        cp = c & 0x07;
+                }
+                bool ok = n > 0;
+                if (ok) {
+                        for (size_t k = 1; k <= n; k++) {
+                                if (i + k >= len || (s[i + k] & 0xc0) != 0x80) {
+                                        ok = false;
+                                        break;
+                                }
+                                cp = (cp << 6) | (s[i + k] & 0x3f);
+                        }
+                }
+                /* Reject overlongs, surrogates and values past U+10FFFF. */
+                if (ok && ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+                           (cp >= 0xd800 && cp <= 0xdfff)))
+                        ok = false;
+                if (ok) {
+                        memcpy(out + o, s + i, n + 1);
+                        o += n + 1;
+                        i += n + 1;
+                } else {
+                        memcpy(out + o, "\xef\xbf\xbd", 3);
+                        o += 3;
+                        i++;
+                }
+        }
+        out[o] = '\0';
+        *ret_len = o;
+        return out;
+}
+
+static void req_free(struct api_req *req)
+{
+        buf_free(&req->body);
+        free(req);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size, void **con_cls)
+{
+        struct api *a = cls;
+        struct api_req *req = *con_cls;
+        if (!req) {
+                req = calloc(1, sizeof(*req));
+                if (!req)
+                        return MHD_NO;
+                req->conn = conn;
+                req->method = method;
+                req->path = url;
+                req->started_us = mono_us();
+                buf_init(&req->body, (size_t)a->cfg.max_body_bytes);
+                *con_cls = req;
+                atomic_fetch_add(&a->metrics.requests, 1);
+                return MHD_YES;
+        }
+        if (*upload_data_size) {
+                atomic_fetch_add(&a->metrics.bytes_in, *upload_data_size);
+                if (!req->body_too_large &&
+                    buf_append(&req->body, upload_data, *upload_data_size) < 0) {
+                        req->body_too_large = true;
+                        buf_free(&req->body);
+                }
+                *upload_data_size = 0;
+                return MHD_YES;
+        }
+
+        struct api_resp resp = { .status = 500 };
+        buf_init(&resp.body, 0);
+        if (req->body_too_large)
+                api_error(&resp, 413, "too_large", "request body over %lld bytes",
+                          (long long)a->cfg.max_body_bytes);
+        else if (atomic_load(&a->draining))
+                api_error(&resp, 503, "unavailable", "the server is shutting down");
+        else
+                api_route(a, req, &resp);
+
+        struct MHD_Response *r = MHD_create_response_from_buffer(resp.body.len, resp.body.data,
+                                                                 MHD_RESPMEM_MUST_FREE);
+        if (!r) {
+                buf_free(&resp.body);
+                return MHD_NO;
+        }
+        resp.body.data = NULL; /* owned by r now */
+        if (resp.content_type)
+                MHD_add_response_header(r, "Content-Type", resp.content_type);
+        if (resp.retry_after[0])
+                MHD_add_response_header(r, "Retry-After", resp.retry_after);
+        MHD_add_response_header(r, "Cache-Control", "no-store");
+        enum MHD_Result ret = MHD_queue_response(conn, resp.status, r);
+        MHD_destroy_response(r);
+        atomic_fetch_add(&a->metrics.bytes_out, resp.body.len);
+        unsigned cls_i = resp.status / 100;
+        if (cls_i < 6)
+                atomic_fetch_add(&a->metrics.responses_by_class[cls_i], 1);
+        /* The one line per request: method, path, status, duration. */
+        log_info("%s %s %u %.1fms", method, url, resp.status,
+                 (double)(mono_us() - req->started_us) / 1000.0);
+        return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+        if (*con_cls) {
+                req_free(*con_cls);
+                *con_cls = NULL;
+        }
+}
+
+static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len)
+{
+        char host[256];
+        const char *colon = strrchr(listen, ':');
+        if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof(host))
+                return -EINVAL;
+        memcpy(host, listen, (size_t)(colon - listen));
+        host[colon - listen] = '\0';
+        char *h = host;
+        size_t hl = strlen(h);
+        if (h[0] == '[' && hl > 2 && h[hl - 1] == ']') {
+                h[hl - 1] = '\0';
+                h++;
+        }
+        struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+                                  .ai_socktype = SOCK_STREAM },
+                        *res = NULL;
+        if (getaddrinfo(h, colon + 1, &hints, &res) || !res)
+                return -EINVAL;
+        memcpy(ss, res->ai_addr, res->ai_addrlen);
+        *len = res->ai_addrlen;
+        freeaddrinfo(res);
+        return 0;
+}
+
+int api_start(struct api *a, struct sbx_error *err)
+{
+        struct sockaddr_storage ss;
+        socklen_t sl;
+        if (parse_listen(a->cfg.listen, &ss, &sl) < 0)
+                return sbx_error_set(err, EINVAL, "bad listen address '%s' (want ADDR:PORT)",
+                                     a->cfg.listen);
+        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                         MHD_USE_ERROR_LOG | MHD_USE_SUPPRESS_DATE_NO_CLOCK;
+        if (ss.ss_family == AF_INET6)
+                flags |= MHD_USE_IPv6;
+        a->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, a,
+                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
+                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)a->cfg.max_connections,
+                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                                  MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
+                                  MHD_OPTION_END);
+        if (!a->mhd)
+                return sbx_error_set(err, EADDRINUSE, "cannot listen on %s", a->cfg.listen);
+        return 0;
+}
+
+void api_stop(struct api *a)
+{
+        if (a->mhd) {
+                atomic_store(&a->draining, true);
+                MHD_stop_daemon(a->mhd);
+                a->mhd = NULL;
+        }
+}

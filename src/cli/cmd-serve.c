@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: MIT */
+/* sandboxd serve: open the store, the keys and the runtime, reconnect to
+ * the sandboxes still alive, serve HTTP until SIGTERM / SIGINT. Sandboxes
+ * outlive the daemon: stopping it leaves them running. */
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/random.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "../api/api.h"
+#include "../common/log.h"
+#include "../runtime/runtime.h"
+#include "../store/store.h"
+#include "cli.h"
+#include "settings.h"
+
+static void find_init(const struct settings *s, char *out, size_t len)
+{
+        if (s->init_path) {
+                snprintf(out, len, "%s", s->init_path);
+                return;
+        }
+        /* Next to this binary (a build tree), then the installed libexec. */
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n > 0) {
+                self[n] = '\0';
+                char *slash = strrchr(self, '/');
+                if (slash) {
+                        *slash = '\0';
+                        snprintf(out, len, "%s/sandbox-init", self);
+                        if (access(out, X_OK) == 0)
+                                return;
+                }
+        }
+        snprintf(out, len, "%s/sandbox-init", SANDBOXD_LIBEXECDIR);
+}
+
+/* A short random id of this state dir, made on first start: it names the
+ * daemon's cgroup subtree, so two daemons with different state dirs on one
+ * host (tests do that) never share a sandbox cgroup. */
+static int instance_id(const char *state, char out[17])
+{
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/instance-id", state);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd >= 0) {
+                ssize_t n = read(fd, out, 16);
+                close(fd);
+                if (n == 16) {
+                        out[16] = '\0';
+                        bool ok = true;
+                        for (int i = 0; i < 16; i++)
+                                ok = ok && ((out[i] >= '0' && out[i] <= '9') ||
+                                            (out[i] >= 'a' && out[i] <= 'f'));
+                        if (ok)
+                                return 0;
+                }
+        }
+        uint8_t rnd[8];
+        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+                return -EIO;
+        for (int i = 0; i < 8; i++)
+                snprintf(out + 2 * i, 3, "%02x", rnd[i]);
+        char tmp[PATH_MAX];
+        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return -errno;
+        int r = write_all(fd, out, 16);
+        close(fd);
+        if (r < 0 || rename(tmp, path) < 0)
+                return r < 0 ? r : -errno;
+        return 0;
+}
+
+static enum log_level parse_level(const char *s)
+{
+        if (!strcmp(s, "debug"))
+                return LOG_DEBUG;
+        if (!strcmp(s, "warn"))
+                return LOG_WARN;
+        if (!strcmp(s, "error"))
+                return LOG_ERROR;
+        return LOG_INFO;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+        for (int i = 0; i < argc; i++)
+                if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+                        printf("usage: sandboxd serve [OPTIONS]\n\n");
+                        settings_usage(SET_SERVE | SET_URL);
+                        return 0;
+                }
+        struct settings s;
+        char **args = NULL;
+        settings_defaults(&s);
+        if (settings_parse(&s, SET_SERVE | SET_URL, argc, argv, NULL, NULL, NULL, &args) < 0)
+                return 2;
+        if (args[0]) {
+                fprintf(stderr, "sandboxd serve: unexpected argument '%s'\n", args[0]);
+                return 2;
+        }
+        free(args);
+        log_set_level(parse_level(s.log_level));
+
+        int ret = 1;
+        struct sbx_error err = { 0 };
+        struct store *st = NULL;
+        struct keyring *keys = NULL;
+        struct rt *rt = NULL;
+        struct manager *mgr = NULL;
+        struct api api = { 0 };
+
+        int r = mkdir_p(s.state, 0700);
+        if (r < 0) {
+                log_error("cannot create state dir %s: %s", s.state, strerror(-r));
+                goto out;
+        }
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/sandboxd.db", s.state);
+        if (store_open(path, &st, &err) < 0 || keys_load(s.state, NULL, &keys, &err) < 0) {
+                log_error("%s", err.msg);
+                goto out;
+        }
+        char init_path[PATH_MAX];
+        find_init(&s, init_path, sizeof(init_path));
+        char inst[17], cgroot[64];
+        if ((r = instance_id(s.state, inst)) < 0) {
+                log_error("cannot write %s/instance-id: %s", s.state, strerror(-r));
+                goto out;
+        }
+        snprintf(cgroot, sizeof(cgroot), "sandboxd/%s", inst);
+        struct rt_config rtc = { .init_path = init_path, .cgroup_root = cgroot };
+        /* Before any thread exists: the runtime forks its helper here. */
+        if (rt_open(&rtc, &rt, &err) < 0) {
+                log_error("runtime: %s", err.msg);
+                goto out;
+        }
+
+        /* SIGTERM / SIGINT / SIGHUP are taken by sigwait below; every thread
+         * started from here on inherits the blocked mask. */
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &set, NULL);
+        signal(SIGPIPE, SIG_IGN);
+
+        struct mgr_config mc = {
+                .state_dir = s.state,
+                .images_dir = s.images,
+                .default_image = s.default_image,
+                .uid_base = (uint32_t)s.uid_base,
+                .idle_timeout_ms = s.idle_timeout_ms,
+                .suspended_ttl_ms = s.suspended_ttl_ms,
+                .max_age_ms = s.max_age_ms,
+                .max_per_deployment = s.max_per_deployment,
+                .allow_unknown_accounts = s.allow_unknown_accounts,
+                .limits = { .memory_bytes = (uint64_t)s.memory_limit,
+                            .pids = (uint64_t)s.pids_limit,
+                            .cpu_shares = (uint64_t)s.cpu_shares,
+                            .tmp_bytes = (uint64_t)s.tmp_size },
+        };
+        if (s.uid_base < 65536 || s.uid_base > (int64_t)UINT32_MAX - (int64_t)65536 * 16384) {
+                log_error("uid_base %lld out of range", (long long)s.uid_base);
+                goto out;
+        }
+        if (mgr_open(&mc, st, rt, &mgr, &err) < 0) {
+                log_error("manager: %s", err.msg);
+                goto out;
+        }
+        api.cfg = (struct api_config){
+                .listen = s.listen,
+                .url = s.url,
+                .credential_ttl_ms = s.credential_ttl_ms,
+                .token_leeway_ms = s.token_leeway_ms,
+                .max_body_bytes = s.max_body_bytes,
+                .max_connections = s.max_connections,
+        };
+        api.mgr = mgr;
+        api.keys = keys;
+        api.state_dir = s.state;
+        pthread_mutex_init(&api.keys_lock, NULL);
+        if (api_start(&api, &err) < 0) {
+                log_error("%s", err.msg);
+                goto out;
+        }
+        log_info("sandboxd %s serving on %s (url %s, state %s, images %s)", SANDBOXD_VERSION,
+                 s.listen, s.url, s.state, s.images);
+
+        for (;;) {
+                int sig = 0;
+                if (sigwait(&set, &sig) != 0)
+                        continue;
+                if (sig == SIGHUP) {
+                        api_reload_keys(&api);
+                        continue;
+                }
+                log_info("signal %d: shutting down (sandboxes keep running)", sig);
+                break;
+        }
+        ret = 0;
+out:
+        api_stop(&api);
+        mgr_close(mgr);
+        rt_close(rt);
+        if (api.keys)
+                keyring_free(api.keys);
+        else if (keys)
+                keyring_free(keys);
+        store_close(st);
+        settings_free(&s);
+        return ret;
+}

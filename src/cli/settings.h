@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/* Every setting of sandboxd, in one table: each has a config-file key
+ * (`key = value`), a command-line flag (--key-with-dashes) and a default.
+ * Precedence: defaults < config file < environment (SANDBOXD_STATE) < flags. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct settings {
+        char *listen;              /* ADDR:PORT */
+        char *url;                 /* public base URL; default http://<listen> */
+        char *state;               /* state dir */
+        char *images;              /* images dir; default <state>/images */
+        char *config;              /* config file path */
+        char *default_image;
+        char *init_path;           /* sandbox-init binary */
+        char *log_level;
+        int64_t idle_timeout_ms;
+        int64_t suspended_ttl_ms;
+        int64_t max_age_ms;
+        int64_t credential_ttl_ms;
+        int64_t token_leeway_ms;
+        int64_t max_per_deployment;
+        int64_t max_body_bytes;
+        int64_t max_connections;
+        int64_t uid_base;
+        int64_t memory_limit;
+        int64_t pids_limit;
+        int64_t cpu_shares;
+        int64_t tmp_size;
+        bool allow_unknown_accounts;
+};
+
+/* Which settings a subcommand accepts (a bit mask of groups). */
+enum settings_group {
+        SET_COMMON = 1 << 0, /* state, config, images, log-level */
+        SET_SERVE = 1 << 1,  /* everything the daemon uses */
+        SET_URL = 1 << 2,    /* url, listen (token needs them to name iss) */
+};
+
+void settings_defaults(struct settings *s);
+void settings_free(struct settings *s);
+
+/* Parse argv (from index 0 = first option after the subcommand) into s,
+ * accepting only options of `groups`; positional arguments are returned
+ * in *ret_args (malloc'd array, NULL-terminated, pointing into argv).
+ * Reads the config file (--config or <state>/sandboxd.conf if present)
+ * and SANDBOXD_STATE. Options not in the table are left for `extra`:
+ * extra(name, value, ctx) returns 1 when it took the option, 0 if unknown,
+ * <0 on a bad value. Prints an error and returns -EINVAL on bad input. */
+typedef int (*settings_extra_fn)(const char *name, const char *value, void *ctx);
+int settings_parse(struct settings *s, unsigned groups, int argc, char **argv,
+                   settings_extra_fn extra, const char *const *extra_flags, void *ctx,
+                   char ***ret_args);
+
+/* Print the options of `groups` with defaults and help to stdout. */
+void settings_usage(unsigned groups);

@@ -1,0 +1,714 @@
+/* SPDX-License-Identifier: MIT */
+#include "manager.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../agent/client.h"
+#include "../common/log.h"
+#include "timers.h"
+
+#define UID_RANGE 65536u
+#define MAX_SLOTS 16384u
+#define NBUCKETS 1024u
+/* Persist lastActiveAt at most this often per sandbox; memory has the truth. */
+#define TOUCH_PERSIST_MS 1000
+
+struct sandbox {
+        struct store_sandbox rec;   /* guarded by lock (state, times) */
+        char dir[4096];
+        pthread_mutex_t lock;       /* serializes lifecycle transitions */
+        atomic_int refs;
+        atomic_bool gone;           /* deleted or reclaimed */
+        atomic_llong last_active;   /* ms; read without the lock by timers */
+        int64_t persisted_active;
+        int64_t timer_at;           /* earliest deadline queued; guarded by lock */
+        struct sandbox *next;       /* hash chain, guarded by m->lock */
+};
+
+struct manager {
+        struct mgr_config cfg;
+        struct store *store;
+        struct rt *rt;
+        pthread_mutex_t lock;       /* table, slots, counts */
+        struct sandbox *buckets[NBUCKETS];
+        uint8_t slots[MAX_SLOTS / 8];
+        char sandboxes_dir[4096];
+        char images_dir[4096];
+        struct timers *timers;
+        struct mgr_stats stats;     /* guarded by lock */
+};
+
+static uint32_t hash_key(const char *dep, const char *name)
+{
+        uint32_t h = 2166136261u;
+        for (const char *p = dep; *p; p++)
+                h = (h ^ (uint8_t)*p) * 16777619u;
+        h = (h ^ 0xff) * 16777619u;
+        for (const char *p = name; *p; p++)
+                h = (h ^ (uint8_t)*p) * 16777619u;
+        return h % NBUCKETS;
+}
+
+static struct sandbox *find_locked(struct manager *m, const char *dep, const char *name)
+{
+        for (struct sandbox *sb = m->buckets[hash_key(dep, name)]; sb; sb = sb->next)
+                if (!strcmp(sb->rec.deployment, dep) && !strcmp(sb->rec.name, name))
+                        return sb;
+        return NULL;
+}
+
+static void insert_locked(struct manager *m, struct sandbox *sb)
+{
+        uint32_t h = hash_key(sb->rec.deployment, sb->rec.name);
+        sb->next = m->buckets[h];
+        m->buckets[h] = sb;
+}
+
+static void remove_locked(struct manager *m, struct sandbox *sb)
+{
+        struct sandbox **pp = &m->buckets[hash_key(sb->rec.deployment, sb->rec.name)];
+        for (; *pp; pp = &(*pp)->next)
+                if (*pp == sb) {
+                        *pp = sb->next;
+                        break;
+                }
+        m->slots[sb->rec.slot / 8] &= (uint8_t)~(1u << (sb->rec.slot % 8));
+}
+
+static int alloc_slot_locked(struct manager *m, uint32_t *ret)
+{
+        for (uint32_t i = 0; i < MAX_SLOTS; i++)
+                if (!(m->slots[i / 8] & (1u << (i % 8)))) {
+                        m->slots[i / 8] |= (uint8_t)(1u << (i % 8));
+                        *ret = i;
+                        return 0;
+                }
+        return -EDQUOT;
+}
+
+static void sandbox_ref(struct sandbox *sb)
+{
+        atomic_fetch_add(&sb->refs, 1);
+}
+
+static void sandbox_unref(struct sandbox *sb)
+{
+        if (atomic_fetch_sub(&sb->refs, 1) == 1) {
+                pthread_mutex_destroy(&sb->lock);
+                free(sb);
+        }
+}
+
+static struct sandbox *sandbox_new(struct manager *m, const struct store_sandbox *rec)
+{
+        struct sandbox *sb = calloc(1, sizeof(*sb));
+        if (!sb)
+                return NULL;
+        sb->rec = *rec;
+        pthread_mutex_init(&sb->lock, NULL);
+        atomic_init(&sb->refs, 1); /* the table's reference */
+        atomic_init(&sb->last_active, rec->last_active_at);
+        sb->persisted_active = rec->last_active_at;
+        return sb;
+}
+
+static void set_dir(struct manager *m, struct sandbox *sb)
+{
+        snprintf(sb->dir, sizeof(sb->dir), "%s/%llu", m->sandboxes_dir,
+                 (unsigned long long)sb->rec.id);
+}
+
+static void fill_spec(struct manager *m, struct sandbox *sb, char *rootfs, size_t rootfs_len,
+                      struct rt_spec *spec)
+{
+        memset(spec, 0, sizeof(*spec));
+        spec->id = sb->rec.id;
+        spec->dir = sb->dir;
+        spec->rootfs = rootfs;
+        spec->hostname = sb->rec.name;
+        spec->uid_base = m->cfg.uid_base + sb->rec.slot * UID_RANGE;
+        spec->uid_count = UID_RANGE;
+        spec->limits = m->cfg.limits;
+        if (rt_image_rootfs(m->images_dir, sb->rec.image, rootfs, rootfs_len) < 0)
+                rootfs[0] = '\0';
+}
+
+static void log_transition(struct sandbox *sb, const char *from, const char *to, const char *why)
+{
+        log_info("sandbox name=%s deployment=%s from=%s to=%s why=%s", sb->rec.name,
+                 sb->rec.deployment, from, to, why);
+}
+
+/* Change state in memory and in the store; sb->lock held. */
+static void set_state(struct manager *m, struct sandbox *sb, enum sbx_state to, const char *why)
+{
+        struct sbx_error err = { 0 };
+        enum sbx_state from = sb->rec.state;
+        int64_t now = now_ms();
+        sb->rec.state = to;
+        sb->rec.state_since = now;
+        if (store_sandbox_set_state(m->store, sb->rec.id, to, now, &err) < 0)
+                log_error("sandbox name=%s: %s", sb->rec.name, err.msg);
+        pthread_mutex_lock(&m->lock);
+        m->stats.transitions++;
+        if (to == SBX_SUSPENDED)
+                m->stats.suspended++;
+        if (from == SBX_SUSPENDED && to == SBX_RUNNING)
+                m->stats.resumed++;
+        if (from == SBX_STOPPED && to == SBX_RUNNING)
+                m->stats.started++;
+        pthread_mutex_unlock(&m->lock);
+        log_transition(sb, sbx_state_name(from), sbx_state_name(to), why);
+}
+
+/* The next time the timers must look at sb. */
+static int64_t next_deadline(struct manager *m, struct sandbox *sb)
+{
+        int64_t d = sb->rec.created_at + m->cfg.max_age_ms;
+        if (sb->rec.state == SBX_RUNNING)
+                d = MIN(d, atomic_load(&sb->last_active) + m->cfg.idle_timeout_ms);
+        else if (sb->rec.state == SBX_SUSPENDED)
+                d = MIN(d, sb->rec.state_since + m->cfg.suspended_ttl_ms);
+        return d;
+}
+
+/* Queue sb's next deadline unless an earlier one is queued already (that
+ * one fires, finds nothing due, and queues the later one): at most a couple
+ * of heap entries per sandbox, however busy it is. sb->lock held. */
+static void schedule(struct manager *m, struct sandbox *sb)
+{
+        int64_t d = next_deadline(m, sb);
+        if (sb->timer_at && sb->timer_at <= d)
+                return;
+        if (timers_add(m->timers, d, sb->rec.id) == 0)
+                sb->timer_at = d;
+}
+
+/* Bring sb to running; sb->lock held. */
+static int ensure_running(struct manager *m, struct sandbox *sb, const char *why,
+                          struct sbx_error *err)
+{
+        int r;
+        if (sb->rec.state == SBX_RUNNING)
+                return 0;
+        if (sb->rec.state == SBX_SUSPENDED) {
+                r = rt_thaw(m->rt, sb->rec.id, err);
+                if (r == 0) {
+                        set_state(m, sb, SBX_RUNNING, why);
+                        return 0;
+                }
+                /* Cannot thaw: treat it as gone and start it again. */
+                log_warn("sandbox name=%s: thaw failed (%s), restarting", sb->rec.name, err->msg);
+                rt_stop(m->rt, sb->rec.id, NULL);
+                set_state(m, sb, SBX_STOPPED, "thaw failed");
+        }
+        char rootfs[4096];
+        struct rt_spec spec;
+        fill_spec(m, sb, rootfs, sizeof(rootfs), &spec);
+        if (!rootfs[0]) {
+                sbx_error_set(err, ENOENT, "image '%s' is not built (sandboxd image build %s)",
+                              sb->rec.image, sb->rec.image);
+                return -EHOSTDOWN;
+        }
+        pid_t pid;
+        r = rt_start(m->rt, &spec, &pid, err);
+        if (r < 0) {
+                pthread_mutex_lock(&m->lock);
+                m->stats.bring_up_failures++;
+                pthread_mutex_unlock(&m->lock);
+                return -EHOSTDOWN;
+        }
+        set_state(m, sb, SBX_RUNNING, why);
+        return 0;
+}
+
+static void touch(struct manager *m, struct sandbox *sb)
+{
+        int64_t now = now_ms();
+        atomic_store(&sb->last_active, now);
+        sb->rec.last_active_at = now;
+        if (now - sb->persisted_active >= TOUCH_PERSIST_MS) {
+                sb->persisted_active = now;
+                store_sandbox_touch(m->store, sb->rec.id, now, NULL);
+        }
+}
+
+static void to_record(struct manager *m, struct sandbox *sb, struct mgr_record *r)
+{
+        memset(r, 0, sizeof(*r));
+        snprintf(r->name, sizeof(r->name), "%s", sb->rec.name);
+        snprintf(r->sandbox_class, sizeof(r->sandbox_class), "%s", sb->rec.sandbox_class);
+        r->state = sb->rec.state;
+        r->created_at = sb->rec.created_at;
+        r->last_active_at = atomic_load(&sb->last_active);
+        if (sb->rec.state != SBX_STOPPED)
+                r->ceiling_at = sb->rec.created_at + m->cfg.max_age_ms;
+}
+
+/* Remove sb for good; sb->lock held, a reference held by the caller. */
+static int destroy_locked(struct manager *m, struct sandbox *sb, const char *why,
+                          struct sbx_error *err)
+{
+        char rootfs[4096];
+        struct rt_spec spec;
+        fill_spec(m, sb, rootfs, sizeof(rootfs), &spec);
+        int r = rt_destroy(m->rt, &spec, err);
+        if (r < 0)
+                return r;
+        store_sandbox_delete(m->store, sb->rec.id, NULL);
+        atomic_store(&sb->gone, true);
+        pthread_mutex_lock(&m->lock);
+        remove_locked(m, sb);
+        m->stats.deleted++;
+        pthread_mutex_unlock(&m->lock);
+        log_transition(sb, sbx_state_name(sb->rec.state), "deleted", why);
+        sandbox_unref(sb); /* the table's reference */
+        return 0;
+}
+
+int mgr_check_account(struct manager *m, const char *account, struct sbx_error *err)
+{
+        struct store_account a;
+        int r = store_account_get(m->store, account, &a, err);
+        if (r < 0)
+                return r;
+        if (r == 0 ? !m->cfg.allow_unknown_accounts : !a.enabled)
+                return sbx_error_set(err, EPERM, "account '%s' does not have sandboxes", account),
+                       -EPERM;
+        return 0;
+}
+
+static size_t count_locked(struct manager *m, const char *dep, const char *acct)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < NBUCKETS; i++)
+                for (struct sandbox *sb = m->buckets[i]; sb; sb = sb->next)
+                        if (dep ? !strcmp(sb->rec.deployment, dep) : !strcmp(sb->rec.account, acct))
+                                n++;
+        return n;
+}
+
+/* Check caps and reserve a table entry for a new sandbox; m->lock held. */
+static int create_entry_locked(struct manager *m, const struct mgr_caller *c, const char *name,
+                               const char *cls, int64_t account_limit, struct sandbox **ret,
+                               struct sbx_error *err)
+{
+        if (m->cfg.max_per_deployment > 0 &&
+            count_locked(m, c->deployment, NULL) >= (size_t)m->cfg.max_per_deployment)
+                return sbx_error_set(err, EDQUOT, "deployment has %lld sandboxes, the cap",
+                                     (long long)m->cfg.max_per_deployment),
+                       -EDQUOT;
+        if (account_limit > 0 && count_locked(m, NULL, c->account) >= (size_t)account_limit)
+                return sbx_error_set(err, EDQUOT, "account has %lld sandboxes, its limit",
+                                     (long long)account_limit),
+                       -EDQUOT;
+        struct store_sandbox rec = { 0 };
+        snprintf(rec.deployment, sizeof(rec.deployment), "%s", c->deployment);
+        snprintf(rec.account, sizeof(rec.account), "%s", c->account);
+        snprintf(rec.name, sizeof(rec.name), "%s", name);
+        snprintf(rec.sandbox_class, sizeof(rec.sandbox_class), "%s", cls);
+        snprintf(rec.image, sizeof(rec.image), "%s", m->cfg.default_image);
+        rec.state = SBX_STOPPED;
+        rec.created_at = rec.last_active_at = rec.state_since = now_ms();
+        if (alloc_slot_locked(m, &rec.slot) < 0)
+                return sbx_error_set(err, EDQUOT, "no free uid range on this host"), -EDQUOT;
+        if (store_sandbox_insert(m->store, &rec, err) < 0) {
+                m->slots[rec.slot / 8] &= (uint8_t)~(1u << (rec.slot % 8));
+                return -EAGAIN;
+        }
+        struct sandbox *sb = sandbox_new(m, &rec);
+        if (!sb) {
+                store_sandbox_delete(m->store, rec.id, NULL);
+                m->slots[rec.slot / 8] &= (uint8_t)~(1u << (rec.slot % 8));
+                return sbx_error_set(err, ENOMEM, "attach"), -EAGAIN;
+        }
+        set_dir(m, sb);
+        insert_locked(m, sb);
+        m->stats.created++;
+        *ret = sb;
+        return 0;
+}
+
+int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
+               const char *sandbox_class, uint64_t *ret_id, struct mgr_record *ret,
+               struct sbx_error *err)
+{
+        const char *cls = sandbox_class ? sandbox_class : "default";
+        if (strcmp(cls, "default"))
+                return sbx_error_set(err, ENOTSUP, "sandbox class '%s' is not offered", cls),
+                       -ENOTSUP;
+        struct store_account acct = { 0 };
+        if (store_account_get(m->store, c->account, &acct, NULL) <= 0)
+                acct.limit = 0;
+        for (;;) {
+                bool created = false;
+                pthread_mutex_lock(&m->lock);
+                struct sandbox *sb = find_locked(m, c->deployment, name);
+                if (!sb) {
+                        int r = create_entry_locked(m, c, name, cls, acct.limit, &sb, err);
+                        if (r < 0) {
+                                pthread_mutex_unlock(&m->lock);
+                                return r;
+                        }
+                        created = true;
+                }
+                sandbox_ref(sb);
+                pthread_mutex_unlock(&m->lock);
+
+                pthread_mutex_lock(&sb->lock);
+                if (atomic_load(&sb->gone)) {
+                        /* Deleted while we waited: the next round creates a new one. */
+                        pthread_mutex_unlock(&sb->lock);
+                        sandbox_unref(sb);
+                        continue;
+                }
+                if (created) {
+                        log_transition(sb, "none", "stopped", "created");
+                        if (mkdir_p(sb->dir, 0700) < 0)
+                                log_error("sandbox name=%s: cannot create its directory", name);
+                }
+                int r = ensure_running(m, sb, created ? "attach (new)" : "attach", err);
+                if (r < 0 && created) {
+                        /* Never leave a half-made sandbox behind a failed attach. */
+                        struct sbx_error derr = { 0 };
+                        destroy_locked(m, sb, "bring-up failed", &derr);
+                }
+                if (r == 0) {
+                        touch(m, sb);
+                        schedule(m, sb);
+                        *ret_id = sb->rec.id;
+                        to_record(m, sb, ret);
+                }
+                pthread_mutex_unlock(&sb->lock);
+                sandbox_unref(sb);
+                return r;
+        }
+}
+
+/* Find and reference sb of the caller's deployment; -ENOENT otherwise. */
+static int lookup(struct manager *m, const char *dep, const char *name, struct sandbox **ret,
+                  struct sbx_error *err)
+{
+        pthread_mutex_lock(&m->lock);
+        struct sandbox *sb = find_locked(m, dep, name);
+        if (sb)
+                sandbox_ref(sb);
+        pthread_mutex_unlock(&m->lock);
+        if (!sb)
+                return sbx_error_set(err, ENOENT, "sandbox '%s' does not exist", name), -ENOENT;
+        *ret = sb;
+        return 0;
+}
+
+int mgr_get(struct manager *m, const struct mgr_caller *c, const char *name, struct mgr_record *ret,
+            struct sbx_error *err)
+{
+        struct sandbox *sb;
+        int r = lookup(m, c->deployment, name, &sb, err);
+        if (r < 0)
+                return r;
+        pthread_mutex_lock(&sb->lock);
+        to_record(m, sb, ret);
+        pthread_mutex_unlock(&sb->lock);
+        sandbox_unref(sb);
+        return 0;
+}
+
+int mgr_list(struct manager *m, const struct mgr_caller *c, struct mgr_record **ret, size_t *ret_n,
+             struct sbx_error *err)
+{
+        pthread_mutex_lock(&m->lock);
+        size_t n = count_locked(m, c->deployment, NULL), i = 0;
+        struct mgr_record *v = calloc(n ? n : 1, sizeof(*v));
+        if (!v) {
+                pthread_mutex_unlock(&m->lock);
+                return sbx_error_set(err, ENOMEM, "list"), -EAGAIN;
+        }
+        /* Records are read under the table lock only: state fields are
+         * plain words, and a list may show a transition a moment late. */
+        for (size_t b = 0; b < NBUCKETS; b++)
+                for (struct sandbox *sb = m->buckets[b]; sb && i < n; sb = sb->next)
+                        if (!strcmp(sb->rec.deployment, c->deployment))
+                                to_record(m, sb, &v[i++]);
+        pthread_mutex_unlock(&m->lock);
+        *ret = v;
+        *ret_n = i;
+        return 0;
+}
+
+static int suspend_locked(struct manager *m, struct sandbox *sb, const char *why,
+                          struct sbx_error *err)
+{
+        if (sb->rec.state != SBX_RUNNING)
+                return 0;
+        int r = rt_freeze(m->rt, sb->rec.id, err);
+        if (r < 0)
+                return r;
+        set_state(m, sb, SBX_SUSPENDED, why);
+        return 0;
+}
+
+int mgr_stop(struct manager *m, const struct mgr_caller *c, const char *name, struct sbx_error *err)
+{
+        struct sandbox *sb;
+        int r = lookup(m, c->deployment, name, &sb, err);
+        if (r < 0)
+                return r;
+        pthread_mutex_lock(&sb->lock);
+        if (atomic_load(&sb->gone))
+                r = sbx_error_set(err, ENOENT, "sandbox '%s' does not exist", name);
+        else if ((r = suspend_locked(m, sb, "stop", err)) == 0)
+                schedule(m, sb);
+        pthread_mutex_unlock(&sb->lock);
+        sandbox_unref(sb);
+        return r;
+}
+
+int mgr_delete(struct manager *m, const struct mgr_caller *c, const char *name,
+               struct sbx_error *err)
+{
+        struct sandbox *sb;
+        int r = lookup(m, c->deployment, name, &sb, err);
+        if (r < 0)
+                return r;
+        pthread_mutex_lock(&sb->lock);
+        if (atomic_load(&sb->gone))
+                r = sbx_error_set(err, ENOENT, "sandbox '%s' does not exist", name);
+        else
+                r = destroy_locked(m, sb, "delete", err);
+        pthread_mutex_unlock(&sb->lock);
+        sandbox_unref(sb);
+        return r;
+}
+
+int mgr_enter(struct manager *m, const char *deployment, const char *name, uint64_t id,
+              struct sandbox **ret, struct sbx_error *err)
+{
+        struct sandbox *sb;
+        int r = lookup(m, deployment, name, &sb, err);
+        if (r < 0)
+                return r;
+        if (sb->rec.id != id) {
+                /* A credential of an earlier incarnation of this name. */
+                sandbox_unref(sb);
+                return sbx_error_set(err, ENOENT, "sandbox '%s' does not exist", name), -ENOENT;
+        }
+        pthread_mutex_lock(&sb->lock);
+        if (atomic_load(&sb->gone)) {
+                r = sbx_error_set(err, ENOENT, "sandbox '%s' does not exist", name);
+        } else if ((r = ensure_running(m, sb, "data-plane call", err)) == 0) {
+                touch(m, sb);
+                schedule(m, sb);
+        }
+        pthread_mutex_unlock(&sb->lock);
+        if (r < 0) {
+                sandbox_unref(sb);
+                return r;
+        }
+        *ret = sb;
+        return 0;
+}
+
+void mgr_leave(struct manager *m, struct sandbox *sb)
+{
+        (void)m;
+        /* A long call (a 30 s poll, a long exec) counts as activity to its end. */
+        atomic_store(&sb->last_active, now_ms());
+        sandbox_unref(sb);
+}
+
+const char *mgr_sandbox_dir(const struct sandbox *sb)
+{
+        return sb->dir;
+}
+
+bool mgr_sandbox_gone(const struct sandbox *sb)
+{
+        return atomic_load(&sb->gone);
+}
+
+int mgr_recover(struct manager *m, struct sandbox *sb, struct sbx_error *err)
+{
+        int r = 0;
+        pthread_mutex_lock(&sb->lock);
+        if (atomic_load(&sb->gone)) {
+                r = sbx_error_set(err, ENOENT, "sandbox '%s' does not exist", sb->rec.name);
+        } else if (sb->rec.state == SBX_RUNNING &&
+                   agent_ping(sb->dir, 2000, NULL) < 0) {
+                /* Its agent is gone (killed, crashed): clean up what is left
+                 * and start it again on the same files. */
+                rt_stop(m->rt, sb->rec.id, NULL);
+                set_state(m, sb, SBX_STOPPED, "agent gone");
+                r = ensure_running(m, sb, "restart after agent loss", err);
+        }
+        pthread_mutex_unlock(&sb->lock);
+        return r;
+}
+
+void mgr_stats(struct manager *m, struct mgr_stats *ret)
+{
+        pthread_mutex_lock(&m->lock);
+        *ret = m->stats;
+        memset(ret->sandboxes, 0, sizeof(ret->sandboxes));
+        for (size_t b = 0; b < NBUCKETS; b++)
+                for (struct sandbox *sb = m->buckets[b]; sb; sb = sb->next)
+                        if ((unsigned)sb->rec.state < 3)
+                                ret->sandboxes[sb->rec.state]++;
+        pthread_mutex_unlock(&m->lock);
+}
+
+/* ---- lifecycle timers ---- */
+
+static struct sandbox *lookup_id(struct manager *m, uint64_t id)
+{
+        struct sandbox *found = NULL;
+        pthread_mutex_lock(&m->lock);
+        for (size_t b = 0; b < NBUCKETS && !found; b++)
+                for (struct sandbox *sb = m->buckets[b]; sb; sb = sb->next)
+                        if (sb->rec.id == id) {
+                                sandbox_ref(sb);
+                                found = sb;
+                                break;
+                        }
+        pthread_mutex_unlock(&m->lock);
+        return found;
+}
+
+/* A timer fired for sandbox id: do what is due, and schedule the next. */
+static void on_timer(void *ctx, int64_t at, uint64_t id)
+{
+        struct manager *m = ctx;
+        struct sandbox *sb = lookup_id(m, id);
+        if (!sb)
+                return;
+        struct sbx_error err = { 0 };
+        pthread_mutex_lock(&sb->lock);
+        int64_t now = now_ms();
+        if (atomic_load(&sb->gone)) {
+                /* nothing */
+        } else if (now >= sb->rec.created_at + m->cfg.max_age_ms) {
+                if (destroy_locked(m, sb, "max_age", &err) == 0) {
+                        pthread_mutex_lock(&m->lock);
+                        m->stats.reclaimed++;
+                        pthread_mutex_unlock(&m->lock);
+                } else {
+                        log_error("sandbox name=%s: reclaim failed: %s", sb->rec.name, err.msg);
+                }
+        } else if (sb->rec.state == SBX_SUSPENDED &&
+                   now >= sb->rec.state_since + m->cfg.suspended_ttl_ms) {
+                if (destroy_locked(m, sb, "suspended_ttl", &err) == 0) {
+                        pthread_mutex_lock(&m->lock);
+                        m->stats.reclaimed++;
+                        pthread_mutex_unlock(&m->lock);
+                } else {
+                        log_error("sandbox name=%s: reclaim failed: %s", sb->rec.name, err.msg);
+                }
+        } else if (sb->rec.state == SBX_RUNNING &&
+                   now >= atomic_load(&sb->last_active) + m->cfg.idle_timeout_ms &&
+                   atomic_load(&sb->refs) <= 2 /* the table's and ours: no call in flight */) {
+                if (suspend_locked(m, sb, "idle", &err) < 0)
+                        log_error("sandbox name=%s: suspend failed: %s", sb->rec.name, err.msg);
+        }
+        if (at == sb->timer_at)
+                sb->timer_at = 0;
+        if (!atomic_load(&sb->gone)) {
+                int64_t next = next_deadline(m, sb);
+                if (next <= now) {
+                        /* Busy with a call right now: look again shortly. */
+                        if (!sb->timer_at && timers_add(m->timers, now + 1000, id) == 0)
+                                sb->timer_at = now + 1000;
+                } else {
+                        schedule(m, sb);
+                }
+        }
+        pthread_mutex_unlock(&sb->lock);
+        sandbox_unref(sb);
+}
+
+/* ---- start-up ---- */
+
+static void reconnect(struct manager *m, struct sandbox *sb)
+{
+        bool alive = rt_is_alive(m->rt, sb->rec.id);
+        if (alive && sb->rec.state == SBX_SUSPENDED)
+                return; /* frozen: it cannot answer a ping, and need not */
+        if (alive && sb->rec.state == SBX_RUNNING && agent_ping(sb->dir, 2000, NULL) == 0)
+                return;
+        if (alive)
+                rt_stop(m->rt, sb->rec.id, NULL);
+        if (sb->rec.state != SBX_STOPPED)
+                set_state(m, sb, SBX_STOPPED, "agent gone at start-up");
+}
+
+int mgr_open(const struct mgr_config *cfg, struct store *st, struct rt *rt, struct manager **ret,
+             struct sbx_error *err)
+{
+        struct manager *m = calloc(1, sizeof(*m));
+        if (!m)
+                return sbx_error_set(err, ENOMEM, "manager");
+        m->cfg = *cfg;
+        m->store = st;
+        m->rt = rt;
+        pthread_mutex_init(&m->lock, NULL);
+        snprintf(m->sandboxes_dir, sizeof(m->sandboxes_dir), "%s/sandboxes", cfg->state_dir);
+        snprintf(m->images_dir, sizeof(m->images_dir), "%s", cfg->images_dir);
+        m->cfg.images_dir = m->images_dir;
+        int r = mkdir_p(m->sandboxes_dir, 0700);
+        if (r < 0) {
+                free(m);
+                return sbx_error_set(err, -r, "create %s", m->sandboxes_dir);
+        }
+        chmod(m->sandboxes_dir, 0700);
+
+        struct store_sandbox *recs = NULL;
+        size_t n = 0;
+        r = store_sandbox_list(st, &recs, &n, err);
+        if (r < 0) {
+                free(m);
+                return r;
+        }
+        r = timers_open(on_timer, m, &m->timers);
+        if (r < 0) {
+                free(recs);
+                free(m);
+                return sbx_error_set(err, -r, "timers");
+        }
+        for (size_t i = 0; i < n; i++) {
+                struct sandbox *sb = sandbox_new(m, &recs[i]);
+                if (!sb)
+                        continue;
+                set_dir(m, sb);
+                m->slots[sb->rec.slot / 8] |= (uint8_t)(1u << (sb->rec.slot % 8));
+                insert_locked(m, sb);
+                reconnect(m, sb);
+                schedule(m, sb);
+        }
+        free(recs);
+        *ret = m;
+        return 0;
+}
+
+void mgr_close(struct manager *m)
+{
+        if (!m)
+                return;
+        timers_close(m->timers);
+        for (size_t b = 0; b < NBUCKETS; b++) {
+                struct sandbox *sb = m->buckets[b];
+                while (sb) {
+                        struct sandbox *next = sb->next;
+                        /* Persist the newest activity so timers resume right. */
+                        store_sandbox_touch(m->store, sb->rec.id, atomic_load(&sb->last_active),
+                                            NULL);
+                        sandbox_unref(sb);
+                        sb = next;
+                }
+        }
+        pthread_mutex_destroy(&m->lock);
+        free(m);
+}

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/* The manager: the sandbox state machine (create, attach, suspend, resume,
+ * stop, reclaim, delete), caps and tenancy, and the lifecycle timers.
+ * It owns the in-memory table of sandboxes; the store makes it durable and
+ * the runtime does the isolation work.
+ *
+ * Errors are -errno, mapped to API errors in exactly one place (api/):
+ *   -EINVAL invalid_argument, -ENOENT not_found, -EDQUOT cap_reached,
+ *   -EPERM not_enabled, -ENOTSUP unsupported_class, -EHOSTDOWN
+ *   bring_up_failed, -EAGAIN unavailable. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../common/names.h"
+#include "../common/util.h"
+#include "../runtime/runtime.h"
+#include "../store/store.h"
+
+struct manager;
+struct sandbox;
+
+struct mgr_config {
+        const char *state_dir;
+        const char *images_dir;
+        const char *default_image;
+        uint32_t uid_base;
+        int64_t idle_timeout_ms;
+        int64_t suspended_ttl_ms;
+        int64_t max_age_ms;
+        int64_t max_per_deployment;
+        bool allow_unknown_accounts;
+        struct rt_limits limits;
+};
+
+/* What get/list show: no credentials. ceiling_at 0 = absent. */
+struct mgr_record {
+        char name[SBX_NAME_MAX + 1];
+        char sandbox_class[SBX_NAME_MAX + 1];
+        enum sbx_state state;
+        int64_t created_at;
+        int64_t last_active_at;
+        int64_t ceiling_at;
+};
+
+struct mgr_caller {
+        const char *deployment;
+        const char *account;
+};
+
+/* Load every record, reconnect to the agents still alive, mark the others
+ * stopped, and start the lifecycle timer thread. */
+int mgr_open(const struct mgr_config *cfg, struct store *st, struct rt *rt, struct manager **ret,
+             struct sbx_error *err);
+void mgr_close(struct manager *m);
+
+/* ---- control plane ---- */
+/* Create on first call, resume a suspended one, start a stopped one.
+ * ret_id: the incarnation id the data-plane credential is bound to. */
+int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
+               const char *sandbox_class, uint64_t *ret_id, struct mgr_record *ret,
+               struct sbx_error *err);
+int mgr_get(struct manager *m, const struct mgr_caller *c, const char *name, struct mgr_record *ret,
+            struct sbx_error *err);
+int mgr_list(struct manager *m, const struct mgr_caller *c, struct mgr_record **ret, size_t *ret_n,
+             struct sbx_error *err);
+int mgr_stop(struct manager *m, const struct mgr_caller *c, const char *name, struct sbx_error *err);
+int mgr_delete(struct manager *m, const struct mgr_caller *c, const char *name,
+               struct sbx_error *err);
+/* The account check every control-plane call makes first (-EPERM). */
+int mgr_check_account(struct manager *m, const char *account, struct sbx_error *err);
+
+/* ---- data plane ---- */
+/* Find the sandbox a credential names (deployment, name, incarnation id),
+ * make sure it runs (thaw / start), count the call as activity, and hold a
+ * reference until mgr_leave(). -ENOENT when it no longer exists. */
+int mgr_enter(struct manager *m, const char *deployment, const char *name, uint64_t id,
+              struct sandbox **ret, struct sbx_error *err);
+void mgr_leave(struct manager *m, struct sandbox *sb);
+/* The sandbox dir (holds agent.sock), valid while entered. */
+const char *mgr_sandbox_dir(const struct sandbox *sb);
+/* An agent call found no agent listening: if the sandbox's processes are
+ * gone, mark it stopped and start it again. 0 when it runs again. */
+int mgr_recover(struct manager *m, struct sandbox *sb, struct sbx_error *err);
+/* Whether it was deleted or reclaimed while entered. */
+bool mgr_sandbox_gone(const struct sandbox *sb);
+
+/* ---- operations ---- */
+struct mgr_stats {
+        uint64_t sandboxes[3];      /* by state */
+        uint64_t transitions;       /* every state change */
+        uint64_t created, deleted, reclaimed, suspended, resumed, started, bring_up_failures;
+};
+void mgr_stats(struct manager *m, struct mgr_stats *ret);

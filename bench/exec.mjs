@@ -1,0 +1,90 @@
+// Benchmark: start-up and exec latency of sandboxd beside bwrap and runc on
+// the same rootfs, measured in one run on this machine. Prints p50/p99.
+//   node bench/exec.mjs [--image debian] [--n 200]
+// Figures, not assertions: this machine is shared and noisy.
+import { spawnSync, execFileSync } from "node:child_process";
+import { mkdtempSync, writeFileSync, rmSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Daemon, Client, IMAGES } from "../tests/integration/lib/daemon.mjs";
+
+const arg = (k, d) => {
+  const i = process.argv.indexOf(`--${k}`);
+  return i > 0 ? process.argv[i + 1] : d;
+};
+const image = arg("image", "debian");
+const N = Number(arg("n", "200"));
+const NEW = Number(arg("new", "40"));
+const rootfs = join(IMAGES, image, "rootfs");
+
+const pct = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
+const row = (what, xs) =>
+  console.log(`${what.padEnd(44)} p50 ${pct(xs, 50).toFixed(2).padStart(8)} ms   p99 ${pct(xs, 99).toFixed(2).padStart(8)} ms   (n=${xs.length})`);
+const now = () => Number(process.hrtime.bigint()) / 1e6;
+
+async function timeIt(n, fn) {
+  const xs = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = now();
+    await fn(i);
+    xs.push(now() - t0);
+  }
+  return xs;
+}
+
+const d = await new Daemon({ image, args: ["--max-per-deployment", "1000", "--log-level", "warn"] }).start();
+const c = new Client(d, "bench", "bench");
+console.log(`sandboxd bench: image ${image}, rootfs ${rootfs}`);
+
+// 1. attach of a new name plus a first `true`
+const cold = await timeIt(NEW, async (i) => {
+  await c.attach(`new-${i}`);
+  const r = await c.exec(`new-${i}`, ["true"]);
+  if (r.exitCode !== 0) throw new Error("true failed");
+});
+// 2. warm exec of `true`
+await c.exec("warm", ["true"]);
+const warm = await timeIt(N, async () => {
+  await c.exec("warm", ["true"]);
+});
+
+// 3. bwrap --unshare-all on the same rootfs, cold each time
+let bw = null;
+if (spawnSync("bwrap", ["--version"]).status === 0) {
+  bw = await timeIt(N, () => {
+    const r = spawnSync("bwrap", ["--unshare-all", "--die-with-parent", "--ro-bind", rootfs, "/",
+      "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/", "true"]);
+    if (r.status !== 0) throw new Error(`bwrap: ${r.stderr}`);
+  });
+}
+
+// 4. runc run on the same rootfs
+let rc = null;
+if (spawnSync("runc", ["--version"]).status === 0) {
+  const bundle = mkdtempSync(join(tmpdir(), "sandboxd-bench-runc-"));
+  execFileSync("runc", ["spec"], { cwd: bundle });
+  const spec = JSON.parse(execFileSync("cat", [join(bundle, "config.json")]).toString());
+  spec.root = { path: rootfs, readonly: true };
+  spec.process.args = ["true"];
+  spec.process.terminal = false;
+  writeFileSync(join(bundle, "config.json"), JSON.stringify(spec));
+  rc = await timeIt(Math.min(N, 60), (i) => {
+    const r = spawnSync("runc", ["run", "-b", bundle, `sandboxd-bench-${process.pid}-${i}`]);
+    if (r.status !== 0) throw new Error(`runc: ${r.stderr}`);
+  });
+  rmSync(bundle, { recursive: true, force: true });
+}
+
+console.log();
+row("sandboxd: attach new name + first `true`", cold);
+row("sandboxd: exec `true` in a warm sandbox", warm);
+if (bw) row("bwrap --unshare-all: `true` (cold)", bw);
+if (rc) row("runc run: `true` (cold)", rc);
+console.log();
+if (bw) console.log(`attach-new+first-exec / bwrap cold  p50 ratio ${(pct(cold, 50) / pct(bw, 50)).toFixed(2)}`);
+if (rc) console.log(`attach-new+first-exec / runc run    p50 ratio ${(pct(cold, 50) / pct(rc, 50)).toFixed(2)}`);
+console.log(`warm exec p50 ${pct(warm, 50).toFixed(2)} ms (target < 2 ms)`);
+await d.destroy();

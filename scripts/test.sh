@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# One command from a fresh Debian 12 machine to a full test run:
+# the same set-up as scripts/up.sh, an ASan+UBSan build, the images (built
+# once, reused when present), then every suite: C unit tests (plain and
+# sanitized), a bounded fuzz run, and the integration tests (node's test
+# runner) against the real daemon built with ASan+UBSan.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+EXTRA_PACKAGES="clang libclang-rt-14-dev bubblewrap runc" ./scripts/setup.sh || exit 1
+
+if [ ! -f build-asan/build.ninja ]; then
+        meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false >/dev/null || exit 1
+fi
+ninja -C build-asan || exit 1
+
+IMAGES=${SANDBOXD_IMAGES:-/var/lib/sandboxd/images}
+for img in tiny debian; do
+        if ! build/sandboxd image list --images "$IMAGES" | awk 'NR > 1 {print $1}' | grep -qx "$img"; then
+                build/sandboxd image build "$img" --images "$IMAGES" || exit 1
+        fi
+done
+
+passed=0
+failed=0
+count() { passed=$((passed + $1)); failed=$((failed + $2)); }
+
+echo "== C unit tests"
+for b in build build-asan; do
+        out=$(meson test -C "$b" --print-errorlogs 2>&1); rc=$?
+        echo "$out" | grep -E "^(Ok|Fail|Expected Fail|Unexpected Pass|Skipped|Timeout):" | sed "s/^/[$b] /"
+        ok=$(echo "$out" | awk '/^Ok:/ {print $2}'); bad=$(echo "$out" | awk '/^(Fail|Timeout|Unexpected Pass):/ {s += $2} END {print s + 0}')
+        count "${ok:-0}" "${bad:-0}"
+        [ $rc -ne 0 ] && echo "$out" | tail -40
+done
+
+echo "== fuzz (bounded)"
+if tests/fuzz/run.sh "${FUZZ_SECONDS:-20}"; then count 1 0; else count 0 1; fi
+
+echo "== integration tests (daemon built with ASan+UBSan)"
+( cd clients/typescript && { [ -d node_modules ] || npm install --no-audit --no-fund --silent; } && npm run --silent build ) || count 0 1
+export SANDBOXD_BIN="$ROOT/build-asan/sandboxd" SANDBOXD_IMAGES="$IMAGES"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+mapfile -t files < <(ls tests/integration/*.test.mjs clients/typescript/test/*.test.mjs 2>/dev/null)
+log=$(mktemp)
+node --test --test-reporter=tap "${files[@]}" 2>&1 | tee "$log" | grep -E "^(not ok|ok|# (tests|pass|fail|skipped|duration_ms))|^# Subtest" | grep -vE "^# Subtest"
+ipass=$(awk '/^# pass / {print $3}' "$log" | tail -1)
+ifail=$(awk '/^# fail / {print $3}' "$log" | tail -1)
+grep -q "^not ok" "$log" && grep -B2 -A30 "^not ok" "$log" | head -150
+count "${ipass:-0}" "${ifail:-1}"
+rm -f "$log"
+
+echo
+echo "summary: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

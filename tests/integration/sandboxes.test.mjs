@@ -1,0 +1,237 @@
+// Named sandboxes end to end: attach, exec, isolation, persistence, errors.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { Daemon, Client, sleep, HAVE_DEBIAN } from "./lib/daemon.mjs";
+
+let d, c;
+before(async () => {
+  d = await new Daemon().start();
+  c = new Client(d);
+});
+after(async () => d && (await d.destroy()));
+
+test("exec runs argv in /workspace with the name as hostname", async () => {
+  const r = await c.exec("basics", ["/bin/sh", "-c", "pwd; hostname; echo err >&2; exit 3"]);
+  assert.equal(r.exitCode, 3);
+  assert.equal(r.stdout, "/workspace\nbasics\n");
+  assert.equal(r.stderr, "err\n");
+  assert.equal(r.timedOut, false);
+  assert.equal(r.truncated, false);
+  assert.equal(typeof r.durationMs, "number");
+});
+
+test("cwd and env are honoured; a missing command is exit 127, not an error", async () => {
+  const r = await c.exec("basics", ["/bin/sh", "-c", "pwd; echo $FOO"], { cwd: "/tmp", env: { FOO: "bar baz" } });
+  assert.equal(r.stdout, "/tmp\nbar baz\n");
+  const m = await c.exec("basics", ["/no/such/binary"]);
+  assert.equal(m.exitCode, 127);
+  assert.match(m.stderr, /no\/such\/binary/);
+});
+
+test("files persist across execs", async () => {
+  await c.sh("persist", "echo kept > /workspace/a.txt && mkdir -p /workspace/d && echo x > /workspace/d/b");
+  const r = await c.sh("persist", "cat /workspace/a.txt /workspace/d/b");
+  assert.equal(r.stdout, "kept\nx\n");
+});
+
+test("attach returns a handle as the API describes", async () => {
+  const h = await c.attach("handle-shape");
+  assert.equal(h.name, "handle-shape");
+  assert.equal(h.class, "default");
+  assert.equal(h.state, "running");
+  assert.equal(h.endpoint, `${d.url}/v1/sandboxes/handle-shape`);
+  assert.match(h.headers.Authorization, /^Bearer \S+$/);
+  assert.ok(Date.parse(h.expiresAt) > Date.now() + 10 * 60 * 1000);
+  const g = await c.control("GET", "/v1/sandboxes/handle-shape");
+  assert.equal(g.status, 200);
+  assert.equal(g.body.state, "running");
+  for (const k of ["createdAt", "lastActiveAt", "ceilingAt"]) assert.ok(Date.parse(g.body[k]), k);
+  const l = await c.control("GET", "/v1/sandboxes");
+  assert.ok(l.body.sandboxes.some((s) => s.name === "handle-shape"));
+});
+
+test("two sandboxes see neither each other's files nor processes", async () => {
+  await c.sh("iso-a", "echo secret > /workspace/only-a; sleep 300 >/dev/null 2>&1 &");
+  const b = await c.sh("iso-b", "ls /workspace; ls /proc | grep -c '^[0-9]'; ps -o pid,args");
+  assert.doesNotMatch(b.stdout, /only-a/);
+  assert.doesNotMatch(b.stdout, /sleep 300/);
+  const nsline = "for n in pid mnt net user ipc uts; do readlink /proc/self/ns/$n; done";
+  const ns = (await c.sh("iso-a", nsline)).stdout.trim().split("\n");
+  const nsb = (await c.sh("iso-b", nsline)).stdout.trim().split("\n");
+  assert.equal(ns.length, 6);
+  ns.forEach((line, i) => assert.notEqual(line, nsb[i]));
+  // PID 1 is sandbox-init in both.
+  const p1 = await c.sh("iso-b", "cat /proc/1/cmdline | tr '\\0' ' '");
+  assert.match(p1.stdout, /sandbox-init/);
+});
+
+test("the sandbox runs in its own namespaces, as root of its own user namespace", async () => {
+  const r = await c.sh("nsinfo", "cat /proc/self/uid_map; ip link 2>/dev/null || cat /proc/net/dev");
+  const [inside, outside, count] = r.stdout.trim().split("\n")[0].trim().split(/\s+/).map(Number);
+  assert.equal(inside, 0);
+  assert.ok(outside >= 65536, `mapped to host uid ${outside}`);
+  assert.equal(count, 65536);
+  assert.doesNotMatch(r.stdout, /eth0|ens|veth/);
+});
+
+test("exec timeout kills the whole process group and reports timedOut", async () => {
+  const t0 = Date.now();
+  const r = await c.exec("timeout", ["/bin/sh", "-c", "sleep 100 & sleep 100"], { timeoutMs: 500 });
+  assert.equal(r.timedOut, true);
+  assert.ok(Date.now() - t0 < 10000);
+  await sleep(200);
+  const ps = await c.sh("timeout", "ps -o args | grep -c '^sleep 100' || true");
+  assert.equal(ps.stdout.trim(), "0");
+});
+
+test("3 MiB of output keeps exactly 1 MiB per stream and says truncated", async () => {
+  const r = await c.sh("bigout", "head -c 3145728 /dev/zero | tr '\\0' a; head -c 3145728 /dev/zero | tr '\\0' b >&2");
+  assert.equal(r.truncated, true);
+  assert.equal(r.stdout.length, 1 << 20);
+  assert.equal(r.stderr.length, 1 << 20);
+  assert.equal(r.exitCode, 0);
+});
+
+test("20 concurrent execs in one sandbox all finish", async () => {
+  await c.attach("concurrent");
+  const rs = await Promise.all(
+    Array.from({ length: 20 }, (_, i) => c.exec("concurrent", ["/bin/sh", "-c", `sleep 0.3; echo ${i}`])),
+  );
+  rs.forEach((r, i) => assert.equal(r.stdout, `${i}\n`));
+});
+
+test("a hung command in one sandbox does not delay another", async () => {
+  await c.attach("hung");
+  await c.attach("lively");
+  const hung = c.exec("hung", ["/bin/sleep", "5"], { timeoutMs: 4000 });
+  await sleep(100);
+  const t0 = Date.now();
+  for (let i = 0; i < 5; i++) await c.exec("lively", ["/bin/true"]);
+  assert.ok(Date.now() - t0 < 3000, `5 execs took ${Date.now() - t0} ms`);
+  assert.equal((await hung).timedOut, true);
+});
+
+test("concurrent first attaches of one name settle on one sandbox", async () => {
+  const hs = await Promise.all(Array.from({ length: 8 }, () => c.control("POST", "/v1/sandboxes/race/attach", {})));
+  hs.forEach((h) => assert.equal(h.status, 200));
+  await c.sh("race", "echo one > /workspace/f");
+  for (const h of hs) {
+    const r = await fetch(`${h.body.endpoint}/exec`, {
+      method: "POST", headers: h.body.headers, body: JSON.stringify({ command: ["cat", "/workspace/f"] }),
+    });
+    assert.equal((await r.json()).stdout, "one\n");
+  }
+  const l = await c.control("GET", "/v1/sandboxes");
+  assert.equal(l.body.sandboxes.filter((s) => s.name === "race").length, 1);
+});
+
+test("a deployment cannot reach another's sandbox", async () => {
+  await c.sh("private", "echo mine > /workspace/x");
+  const other = new Client(d, "dep-b", "acct-a");
+  assert.equal((await other.control("GET", "/v1/sandboxes/private")).status, 404);
+  assert.equal((await other.control("DELETE", "/v1/sandboxes/private")).status, 404);
+  assert.equal((await other.control("POST", "/v1/sandboxes/private/stop")).status, 404);
+  const l = await other.control("GET", "/v1/sandboxes");
+  assert.deepEqual(l.body.sandboxes.filter((s) => s.name === "private"), []);
+  // Its own "private" is a different, empty sandbox.
+  const r = await other.sh("private", "ls /workspace");
+  assert.equal(r.stdout, "");
+  // A credential names its sandbox: B's reaches only B's "private", and a
+  // credential used on another name's endpoint is refused.
+  const ha = c.handles.get("private");
+  const hb = other.handles.get("private");
+  const r1 = await fetch(`${ha.endpoint}/exec`, {
+    method: "POST", headers: hb.headers, body: JSON.stringify({ command: ["ls", "/workspace"] }),
+  });
+  assert.equal((await r1.json()).stdout, "");
+  await c.attach("private-2");
+  const r2 = await fetch(`${c.handles.get("private-2").endpoint}/exec`, {
+    method: "POST", headers: ha.headers, body: JSON.stringify({ command: ["true"] }),
+  });
+  assert.equal(r2.status, 401);
+  // And the identity token is no data-plane credential.
+  const r3 = await fetch(`${ha.endpoint}/exec`, {
+    method: "POST", headers: { authorization: `Bearer ${c.tok}` }, body: JSON.stringify({ command: ["true"] }),
+  });
+  assert.equal(r3.status, 401);
+});
+
+test("delete drops the sandbox and its files; the next attach is empty", async () => {
+  await c.sh("gone", "echo x > /workspace/f");
+  assert.equal((await c.control("DELETE", "/v1/sandboxes/gone")).status, 204);
+  assert.equal((await c.control("GET", "/v1/sandboxes/gone")).status, 404);
+  assert.equal((await c.control("DELETE", "/v1/sandboxes/gone")).status, 404);
+  c.handles.delete("gone");
+  const r = await c.sh("gone", "ls -A /workspace");
+  assert.equal(r.stdout, "");
+});
+
+test("bad input gets its error and the daemon keeps serving", async () => {
+  const tok = { authorization: `Bearer ${c.tok}` };
+  const expect = async (p, status, code) => {
+    const r = await p;
+    assert.equal(r.status, status);
+    const b = await r.json();
+    assert.equal(b.error.code, code);
+    assert.equal(typeof b.error.message, "string");
+  };
+  await expect(fetch(`${d.url}/v1/sandboxes/-bad/attach`, { method: "POST", headers: tok }), 400, "invalid_argument");
+  await expect(fetch(`${d.url}/v1/sandboxes/${"a".repeat(129)}/attach`, { method: "POST", headers: tok }), 400, "invalid_argument");
+  await expect(fetch(`${d.url}/v1/sandboxes/ok/attach`, { method: "POST", headers: tok, body: "{nope" }), 400, "invalid_argument");
+  await expect(fetch(`${d.url}/v1/sandboxes/nope-404`, { headers: tok }), 404, "not_found");
+  await expect(fetch(`${d.url}/v1/sandboxes`), 401, "unauthenticated");
+  await expect(fetch(`${d.url}/v1/sandboxes`, { headers: { authorization: "Bearer x.y.z" } }), 401, "unauthenticated");
+  await expect(fetch(`${d.url}/v1/sandboxes`, { headers: { authorization: `Bearer ${c.tok.slice(0, -3)}AAA` } }), 401, "unauthenticated");
+  await expect(fetch(`${d.url}/v1/sandboxes/ok/attach`, { method: "POST", headers: tok, body: JSON.stringify({ class: "gpu" }) }), 409, "unsupported_class");
+  await expect(fetch(`${d.url}/v1/sandboxes/ok/attach`, { method: "POST", headers: tok, body: "x".repeat(17 << 20) }), 413, "too_large");
+  const h = await c.attach("badexec");
+  const post = (body) => fetch(`${h.endpoint}/exec`, { method: "POST", headers: h.headers, body });
+  await expect(post("not json"), 400, "invalid_argument");
+  await expect(post(JSON.stringify({ command: [] })), 400, "invalid_argument");
+  await expect(post(JSON.stringify({ command: "ls" })), 400, "invalid_argument");
+  await expect(post(JSON.stringify({ command: ["ls", 3] })), 400, "invalid_argument");
+  await expect(post(JSON.stringify({ command: ["ls"], env: { "A=B": "x" } })), 400, "invalid_argument");
+  await expect(post(JSON.stringify({ command: ["ls"], timeoutMs: -1 })), 400, "invalid_argument");
+  await expect(post(JSON.stringify({ command: ["a\u0000b"] })), 400, "invalid_argument");
+  await expect(fetch(`${h.endpoint}/exec`, { method: "POST", body: "{}" }), 401, "unauthenticated");
+  await expect(fetch(`${h.endpoint}/nope`, { method: "POST", headers: h.headers, body: "{}" }), 404, "not_found");
+  assert.equal((await fetch(`${d.url}/healthz`)).status, 200);
+  assert.equal((await c.exec("badexec", ["true"])).exitCode, 0);
+});
+
+test("sandboxes and their files outlive a daemon restart (SIGTERM and SIGKILL)", async () => {
+  await c.sh("survivor", "echo before > /workspace/f");
+  await d.restart("SIGTERM");
+  let r = await c.sh("survivor", "cat /workspace/f; echo again >> /workspace/f");
+  assert.equal(r.stdout, "before\n");
+  await d.restart("SIGKILL");
+  r = await c.sh("survivor", "cat /workspace/f");
+  assert.equal(r.stdout, "before\nagain\n");
+  const g = await c.control("GET", "/v1/sandboxes/survivor");
+  assert.equal(g.body.state, "running");
+});
+
+test("/metrics speaks Prometheus text and holds no secret", async () => {
+  const r = await fetch(`${d.url}/metrics`);
+  assert.equal(r.status, 200);
+  const text = await r.text();
+  assert.match(text, /^sandboxd_http_requests_total \d+$/m);
+  assert.match(text, /^sandboxd_sandboxes\{state="running"\} \d+$/m);
+  assert.ok(!text.includes(c.tok));
+});
+
+test("the doc's python3 and node examples", { skip: !HAVE_DEBIAN && "debian image not built" }, async () => {
+  const dd = await new Daemon({ image: "debian" }).start();
+  try {
+    const cc = new Client(dd);
+    const r = await cc.exec("thread-42", ["python3", "-c", "print(2 + 2)"]);
+    assert.equal(r.stdout, "4\n");
+    const n = await cc.exec("thread-42", ["node", "--version"], { cwd: "/workspace", env: { NODE_ENV: "production" }, timeoutMs: 5000 });
+    assert.equal(n.exitCode, 0);
+    assert.match(n.stdout, /^v\d+\./);
+    const w = await cc.exec("thread-42", ["/bin/sh", "-c", "ls -1 | wc -l"]);
+    assert.equal(w.exitCode, 0);
+  } finally {
+    await dd.destroy();
+  }
+});

@@ -1,0 +1,876 @@
+/* SPDX-License-Identifier: MIT */
+/* End-to-end tests of sandbox-init through the daemon's agent client: each
+ * run starts `sandbox-init --listen=<tmpdir>/agent.sock` outside any sandbox
+ * and drives it with src/agent/client.c.
+ *
+ *   test-agent PATH-TO-sandbox-init      (or SANDBOX_INIT=... test-agent)
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../src/agent/client.h"
+
+static const char *init_path;
+static char dir[256];
+static pid_t init_pid = -1;
+
+#define CMD(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static size_t count(const char *const *v)
+{
+        size_t n = 0;
+        while (v[n])
+                n++;
+        return n;
+}
+
+static struct agent_cmd cmd_in(const char *const *argv, const char *cwd)
+{
+        struct agent_cmd c = {.argv = argv, .argc = count(argv), .cwd = cwd};
+        return c;
+}
+
+/* Most commands run in the test's own directory: /workspace does not exist
+ * outside a sandbox. */
+static struct agent_cmd cmd(const char *const *argv)
+{
+        return cmd_in(argv, dir);
+}
+
+static void msleep(int ms)
+{
+        struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+}
+
+static bool pid_gone(pid_t pid)
+{
+        for (int i = 0; i < 200; i++) {
+                if (kill(pid, 0) < 0 && errno == ESRCH)
+                        return true;
+                msleep(10);
+        }
+        return false;
+}
+
+static struct agent_exec_result exec_ok(const struct agent_cmd *c, int64_t timeout_ms)
+{
+        struct agent_exec_result r = {0};
+        struct sbx_error err = {0};
+        int rc = agent_exec(dir, c, timeout_ms, &r, &err);
+        if (rc < 0)
+                fail_msg("exec: %d %s", rc, err.msg);
+        return r;
+}
+
+static char *spawn_ok(const struct agent_cmd *c)
+{
+        struct agent_proc_status st = {0};
+        struct sbx_error err = {0};
+        int rc = agent_spawn(dir, c, &st, &err);
+        if (rc < 0)
+                fail_msg("spawn: %d %s", rc, err.msg);
+        assert_false(st.exited);
+        assert_true(st.started_at > 0);
+        char *id = strdup(st.id);
+        agent_proc_status_free(&st);
+        return id;
+}
+
+static void poll_ok(const char *id, uint64_t of, uint64_t ef, int wait,
+                    struct agent_poll_result *r)
+{
+        struct sbx_error err = {0};
+        int rc = agent_poll(dir, id, of, ef, wait, r, &err);
+        if (rc < 0)
+                fail_msg("poll %s: %d %s", id, rc, err.msg);
+}
+
+/* Poll until exited, ignoring output. */
+static void wait_exit(const char *id, struct agent_poll_result *last)
+{
+        for (int i = 0; i < 200; i++) {
+                poll_ok(id, 0, 0, 0, last);
+                if (last->status.exited)
+                        return;
+                agent_poll_result_free(last);
+                msleep(20);
+        }
+        fail_msg("process %s did not exit", id);
+}
+
+static void kill_all(void)
+{
+        struct agent_proc_list l = {0};
+        struct sbx_error err = {0};
+        assert_int_equal(agent_list(dir, &l, &err), 0);
+        for (size_t i = 0; i < l.n; i++)
+                assert_int_equal(agent_kill(dir, l.procs[i].id, &err), 0);
+        agent_proc_list_free(&l);
+}
+
+static int64_t elapsed_ms(int64_t since)
+{
+        return mono_ms() - since;
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static int start_init(void **state)
+{
+        char sock[300];
+        const char *tmp = getenv("TMPDIR");
+
+        snprintf(dir, sizeof(dir), "%s/sbx-agent-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(dir))
+                return -1;
+        snprintf(sock, sizeof(sock), "--listen=%s/agent.sock", dir);
+        init_pid = fork();
+        if (init_pid < 0)
+                return -1;
+        if (init_pid == 0) {
+                execl(init_path, init_path, sock, (char *)NULL);
+                _exit(127);
+        }
+        for (int i = 0; i < 500; i++) {
+                struct sbx_error err;
+                if (agent_ping(dir, 1000, &err) == 0)
+                        return 0;
+                msleep(10);
+        }
+        return -1;
+}
+
+static int stop_init(void **state)
+{
+        if (init_pid > 0) {
+                kill(init_pid, SIGKILL);
+                waitpid(init_pid, NULL, 0);
+        }
+        int dfd = open(dir, O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+                struct dirent *de;
+                DIR *d = fdopendir(dfd);
+                while (d && (de = readdir(d)))
+                        if (de->d_name[0] != '.')
+                                unlinkat(dirfd(d), de->d_name, 0);
+                if (d)
+                        closedir(d);
+        }
+        rmdir(dir);
+        return 0;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void test_ping(void **state)
+{
+        struct sbx_error err = {0};
+        assert_int_equal(agent_ping(dir, 1000, &err), 0);
+}
+
+static void test_exec_basic(void **state)
+{
+        struct agent_cmd c = cmd(CMD("sh", "-c", "echo hi; echo err >&2; exit 3"));
+        struct agent_exec_result r = exec_ok(&c, 5000);
+        assert_int_equal(r.exit_code, 3);
+        assert_string_equal(r.out, "hi\n");
+        assert_string_equal(r.err, "err\n");
+        assert_false(r.timed_out);
+        assert_false(r.truncated);
+        assert_true(r.duration_ms >= 0 && r.duration_ms < 2000);
+        agent_exec_result_free(&r);
+}
+
+static void test_exec_env_cwd(void **state)
+{
+        const char *env[] = {"FOO=bar", "HOME=/elsewhere", "FOO=baz"};
+        struct agent_cmd c = cmd(CMD("sh", "-c", "pwd; echo $HOME $LANG $FOO; echo $PATH"));
+        c.env = env;
+        c.envc = 3;
+        struct agent_exec_result r = exec_ok(&c, 5000);
+        char want[600];
+        snprintf(want, sizeof(want),
+                 "%s\n/elsewhere C.UTF-8 baz\n"
+                 "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n",
+                 dir);
+        assert_int_equal(r.exit_code, 0);
+        assert_string_equal(r.out, want);
+        agent_exec_result_free(&r);
+
+        /* PATH comes from the command's env, not the agent's */
+        const char *env2[] = {"PATH=/nonexistent"};
+        c = cmd(CMD("ls"));
+        c.env = env2;
+        c.envc = 1;
+        r = exec_ok(&c, 5000);
+        assert_int_equal(r.exit_code, 127);
+        agent_exec_result_free(&r);
+
+        /* HOSTNAME is set; the signal state is clean */
+        c = cmd(CMD("sh", "-c", "test -n \"$HOSTNAME\" && grep -E '^Sig(Blk|Ign)' /proc/self/status"));
+        r = exec_ok(&c, 5000);
+        assert_int_equal(r.exit_code, 0);
+        assert_string_equal(r.out, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+        agent_exec_result_free(&r);
+
+        /* only 0, 1, 2 are inherited: never the agent's sockets */
+        c = cmd(CMD("sh", "-c", "ls /proc/$$/fd"));
+        r = exec_ok(&c, 5000);
+        assert_string_equal(r.out, "0\n1\n2\n");
+        agent_exec_result_free(&r);
+
+        /* own process group */
+        c = cmd(CMD("sh", "-c", "test $(ps -o pgid= $$) -eq $$"));
+        r = exec_ok(&c, 5000);
+        assert_int_equal(r.exit_code, 0);
+        agent_exec_result_free(&r);
+}
+
+static void test_exec_failures(void **state)
+{
+        struct agent_cmd c = cmd(CMD("no-such-command-xyz"));
+        struct agent_exec_result r = exec_ok(&c, 5000);
+        assert_int_equal(r.exit_code, 127);
+        assert_string_equal(r.err,
+                            "sandbox-init: cannot run 'no-such-command-xyz': No such file or directory\n");
+        agent_exec_result_free(&r);
+
+        char path[400];
+        snprintf(path, sizeof(path), "%s/not-executable", dir);
+        int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+        assert_true(fd >= 0);
+        close(fd);
+        c = cmd(CMD(path));
+        r = exec_ok(&c, 5000);
+        assert_int_equal(r.exit_code, 126);
+        assert_non_null(strstr(r.err, "Permission denied"));
+        agent_exec_result_free(&r);
+
+        /* default cwd /workspace does not exist out here */
+        c = cmd_in(CMD("pwd"), NULL);
+        r = exec_ok(&c, 5000);
+        assert_int_equal(r.exit_code, 127);
+        assert_non_null(strstr(r.err, "sandbox-init: cannot run 'pwd': No such file or directory"));
+        assert_non_null(strstr(r.err, "'/workspace'"));
+        agent_exec_result_free(&r);
+
+        /* relative cwd is against /workspace */
+        c = cmd_in(CMD("pwd"), "sub/dir");
+        r = exec_ok(&c, 5000);
+        assert_int_equal(r.exit_code, 127);
+        assert_non_null(strstr(r.err, "'/workspace/sub/dir'"));
+        agent_exec_result_free(&r);
+
+        /* invalid requests */
+        struct agent_exec_result none = {0};
+        struct sbx_error err = {0};
+        const char *bad_env[] = {"NOEQUALS"};
+        c = cmd(CMD("true"));
+        c.env = bad_env;
+        c.envc = 1;
+        assert_int_equal(agent_exec(dir, &c, 0, &none, &err), -EINVAL);
+        c = cmd(CMD("true"));
+        c.argc = 0;
+        assert_int_equal(agent_exec(dir, &c, 0, &none, &err), -EINVAL);
+}
+
+static void test_exec_signal_exit(void **state)
+{
+        struct agent_cmd c = cmd(CMD("sh", "-c", "kill -TERM $$"));
+        struct agent_exec_result r = exec_ok(&c, 5000);
+        assert_int_equal(r.exit_code, 143);
+        agent_exec_result_free(&r);
+}
+
+static void test_exec_timeout(void **state)
+{
+        struct agent_cmd c = cmd(CMD("sh", "-c", "sleep 100 & echo $!; sleep 100"));
+        int64_t t0 = mono_ms();
+        struct agent_exec_result r = exec_ok(&c, 300);
+        int64_t took = elapsed_ms(t0);
+        assert_true(r.timed_out);
+        assert_int_equal(r.exit_code, 137);
+        assert_true(took >= 290 && took < 1500);
+        assert_true(r.duration_ms >= 290 && r.duration_ms < 1500);
+        pid_t bg = (pid_t)atoi(r.out);
+        assert_true(bg > 0);
+        assert_true(pid_gone(bg)); /* the whole group died */
+        agent_exec_result_free(&r);
+}
+
+static void test_exec_background(void **state)
+{
+        /* The background sleep keeps the pipes open: the answer must not
+         * wait for EOF. */
+        struct agent_cmd c = cmd(CMD("sh", "-c", "sleep 30 & echo $!"));
+        int64_t t0 = mono_ms();
+        struct agent_exec_result r = exec_ok(&c, 0);
+        assert_true(elapsed_ms(t0) < 1000);
+        assert_int_equal(r.exit_code, 0);
+        pid_t bg = (pid_t)atoi(r.out);
+        assert_true(bg > 0);
+        kill(bg, SIGKILL);
+        agent_exec_result_free(&r);
+}
+
+static void test_exec_truncated(void **state)
+{
+        struct agent_cmd c = cmd(
+                CMD("sh", "-c", "head -c 3145728 /dev/zero | tr '\\0' a; head -c 10 /dev/zero >&2"));
+        struct agent_exec_result r = exec_ok(&c, 10000);
+        assert_int_equal(r.exit_code, 0);
+        assert_true(r.truncated);
+        assert_int_equal(r.out_len, 1u << 20);
+        assert_int_equal(r.err_len, 10);
+        for (size_t i = 0; i < r.out_len; i++)
+                if (r.out[i] != 'a')
+                        fail_msg("byte %zu", i);
+        agent_exec_result_free(&r);
+
+        /* exactly 1 MiB is not truncated; a smaller cap is honoured */
+        c = cmd(CMD("head", "-c", "1048576", "/dev/zero"));
+        r = exec_ok(&c, 10000);
+        assert_false(r.truncated);
+        assert_int_equal(r.out_len, 1u << 20);
+        agent_exec_result_free(&r);
+        c.max_output = 100;
+        r = exec_ok(&c, 10000);
+        assert_true(r.truncated);
+        assert_int_equal(r.out_len, 100);
+        agent_exec_result_free(&r);
+}
+
+static void test_spawn_ring(void **state)
+{
+        struct agent_cmd c =
+                cmd(CMD("sh", "-c", "head -c 3145728 /dev/zero | tr '\\0' b; echo done >&2"));
+        char *id = spawn_ok(&c);
+        struct agent_poll_result p = {0};
+        struct sbx_error err = {0};
+
+        wait_exit(id, &p);
+        agent_poll_result_free(&p);
+        msleep(50);
+        poll_ok(id, 0, 0, 0, &p);
+        assert_true(p.status.exited);
+        assert_int_equal(p.status.exit_code, 0);
+        assert_true(p.status.exited_at >= p.status.started_at);
+        assert_int_equal(p.out_dropped, 2u << 20);
+        assert_int_equal(p.out_len, 1u << 20);
+        assert_int_equal(p.out_next, 3u << 20);
+        assert_int_equal(p.err_dropped, 0);
+        assert_string_equal(p.err, "done\n");
+        assert_int_equal(p.err_next, 5);
+        for (size_t i = 0; i < p.out_len; i++)
+                if (p.out[i] != 'b')
+                        fail_msg("byte %zu", i);
+        agent_poll_result_free(&p);
+
+        /* from inside the retained window: nothing dropped */
+        poll_ok(id, (3u << 20) - 10, 5, 0, &p);
+        assert_int_equal(p.out_dropped, 0);
+        assert_int_equal(p.out_len, 10);
+        assert_int_equal(p.err_len, 0);
+        agent_poll_result_free(&p);
+        /* past the end */
+        assert_int_equal(agent_poll(dir, id, (3u << 20) + 1, 0, 0, &p, &err), -EINVAL);
+        assert_int_equal(agent_poll(dir, id, 0, 6, 0, &p, &err), -EINVAL);
+
+        /* LIST shows it, with its command */
+        struct agent_proc_list l = {0};
+        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(l.n, 1);
+        assert_string_equal(l.procs[0].id, id);
+        assert_int_equal(l.procs[0].argc, 3);
+        assert_string_equal(l.procs[0].argv[0], "sh");
+        assert_true(l.procs[0].exited);
+        agent_proc_list_free(&l);
+
+        assert_int_equal(agent_kill(dir, id, &err), 0);
+        assert_int_equal(agent_kill(dir, id, &err), -ENOENT);
+        assert_int_equal(agent_poll(dir, id, 0, 0, 0, &p, &err), -ENOENT);
+        assert_int_equal(agent_poll(dir, "bad/id", 0, 0, 0, &p, &err), -EINVAL);
+        free(id);
+}
+
+static void test_poll_wait(void **state)
+{
+        struct agent_cmd c = cmd(CMD("sh", "-c", "sleep 0.3; echo x; sleep 0.3; exit 4"));
+        char *id = spawn_ok(&c);
+        struct agent_poll_result p = {0};
+
+        int64_t t0 = mono_ms();
+        poll_ok(id, 0, 0, 10000, &p);
+        int64_t took = elapsed_ms(t0);
+        assert_true(took >= 250 && took < 500);
+        assert_string_equal(p.out, "x\n");
+        assert_false(p.status.exited);
+        uint64_t next = p.out_next;
+        agent_poll_result_free(&p);
+
+        t0 = mono_ms();
+        poll_ok(id, next, 0, 10000, &p);
+        took = elapsed_ms(t0);
+        assert_true(took >= 250 && took < 500);
+        assert_true(p.status.exited);
+        assert_int_equal(p.status.exit_code, 4);
+        assert_int_equal(p.out_len, 0);
+        agent_poll_result_free(&p);
+
+        /* an exited process answers at once even with a wait */
+        t0 = mono_ms();
+        poll_ok(id, next, 0, 10000, &p);
+        assert_true(elapsed_ms(t0) < 100);
+        agent_poll_result_free(&p);
+        kill_all();
+        free(id);
+
+        /* the wait runs out */
+        c = cmd(CMD("sleep", "100"));
+        id = spawn_ok(&c);
+        t0 = mono_ms();
+        poll_ok(id, 0, 0, 200, &p);
+        took = elapsed_ms(t0);
+        assert_true(took >= 190 && took < 400);
+        assert_false(p.status.exited);
+        assert_int_equal(p.out_len + p.err_len, 0);
+        agent_poll_result_free(&p);
+        kill_all();
+        free(id);
+}
+
+static void test_utf8_split(void **state)
+{
+        /* U+20AC is E2 82 AC: the first two bytes come, then the third */
+        struct agent_cmd c =
+                cmd(CMD("sh", "-c", "printf 'a\\342\\202'; sleep 0.5; printf '\\254 ok'; sleep 0.2"));
+        char *id = spawn_ok(&c);
+        struct agent_poll_result p = {0};
+
+        msleep(200);
+        poll_ok(id, 0, 0, 0, &p);
+        assert_string_equal(p.out, "a");
+        assert_int_equal(p.out_next, 1);
+        agent_poll_result_free(&p);
+        /* an incomplete sequence alone is not news: the wait holds */
+        int64_t t0 = mono_ms();
+        poll_ok(id, 1, 0, 5000, &p);
+        assert_true(elapsed_ms(t0) >= 150);
+        assert_string_equal(p.out, "\xe2\x82\xac ok");
+        assert_int_equal(p.out_next, 7);
+        agent_poll_result_free(&p);
+        kill_all();
+        free(id);
+
+        /* at exit and EOF, a cut sequence is returned as it is */
+        c = cmd(CMD("sh", "-c", "printf 'a\\342\\202'"));
+        id = spawn_ok(&c);
+        wait_exit(id, &p);
+        agent_poll_result_free(&p);
+        msleep(50);
+        poll_ok(id, 0, 0, 0, &p);
+        assert_int_equal(p.out_len, 3);
+        assert_int_equal(p.out_next, 3);
+        agent_poll_result_free(&p);
+        kill_all();
+        free(id);
+}
+
+static size_t lines(const char *s)
+{
+        size_t n = 0;
+        for (; *s; s++)
+                n += *s == '\n';
+        return n;
+}
+
+static void test_signal_group(void **state)
+{
+        struct agent_cmd c = cmd(CMD("sh", "-c", "sleep 100 & echo $!; sleep 100 & echo $!; wait"));
+        char *id = spawn_ok(&c);
+        struct agent_poll_result p = {0};
+        struct sbx_error err = {0};
+        char out[256] = "";
+
+        for (int i = 0; i < 50 && lines(out) < 2; i++) {
+                poll_ok(id, 0, 0, 200, &p);
+                snprintf(out, sizeof(out), "%s", p.out);
+                agent_poll_result_free(&p);
+        }
+        assert_int_equal(lines(out), 2);
+        pid_t a = (pid_t)atoi(out), b = (pid_t)atoi(strchr(out, '\n') + 1);
+
+        assert_int_equal(agent_signal(dir, id, SIGSYS, &err), -EINVAL);
+        assert_int_equal(agent_signal(dir, "p0-nothere", SIGTERM, &err), -ENOENT);
+        assert_int_equal(agent_signal(dir, id, agent_signal_from_name("TERM"), &err), 0);
+        wait_exit(id, &p);
+        assert_int_equal(p.status.exit_code, 143);
+        agent_poll_result_free(&p);
+        assert_true(pid_gone(a));
+        assert_true(pid_gone(b));
+        /* signalling an exited process is fine */
+        assert_int_equal(agent_signal(dir, id, SIGTERM, &err), 0);
+        kill_all();
+        free(id);
+
+        assert_int_equal(agent_signal_from_name("SIGUSR1"), SIGUSR1);
+        assert_int_equal(agent_signal_from_name("STOP"), -EINVAL);
+}
+
+static void test_cap(void **state)
+{
+        struct agent_cmd c = cmd(CMD("sleep", "100"));
+        struct agent_proc_status st = {0};
+        struct agent_exec_result r = {0};
+        struct sbx_error err = {0};
+        char *ids[AGENT_MAX_PROCS];
+
+        kill_all();
+        for (int i = 0; i < AGENT_MAX_PROCS; i++)
+                ids[i] = spawn_ok(&c);
+        assert_int_equal(agent_spawn(dir, &c, &st, &err), -EDQUOT);
+        struct agent_cmd t = cmd(CMD("true"));
+        assert_int_equal(agent_exec(dir, &t, 1000, &r, &err), -EDQUOT);
+
+        struct agent_proc_list l = {0};
+        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(l.n, AGENT_MAX_PROCS);
+        for (int i = 0; i < AGENT_MAX_PROCS; i++)
+                assert_string_equal(l.procs[i].id, ids[i]); /* start order */
+        agent_proc_list_free(&l);
+
+        /* an exited process still counts until killed */
+        assert_int_equal(agent_signal(dir, ids[0], SIGKILL, &err), 0);
+        msleep(100);
+        assert_int_equal(agent_spawn(dir, &c, &st, &err), -EDQUOT);
+        assert_int_equal(agent_kill(dir, ids[0], &err), 0);
+        free(ids[0]);
+        ids[0] = spawn_ok(&c);
+        kill_all();
+        for (int i = 0; i < AGENT_MAX_PROCS; i++)
+                free(ids[i]);
+
+        /* a running exec counts, a finished one does not */
+        r = exec_ok(&t, 1000);
+        agent_exec_result_free(&r);
+        for (int i = 0; i < AGENT_MAX_PROCS; i++)
+                ids[i] = spawn_ok(&c);
+        kill_all();
+        for (int i = 0; i < AGENT_MAX_PROCS; i++)
+                free(ids[i]);
+}
+
+static void test_stdin(void **state)
+{
+        struct agent_cmd c = cmd(CMD("cat"));
+        c.stdin_pipe = true;
+        char *id = spawn_ok(&c);
+        struct agent_poll_result p = {0};
+        struct sbx_error err = {0};
+
+        assert_int_equal(agent_stdin(dir, id, "hello\n", 6, false, 5000, &err), 0);
+        poll_ok(id, 0, 0, 5000, &p);
+        assert_string_equal(p.out, "hello\n");
+        agent_poll_result_free(&p);
+        assert_int_equal(agent_stdin(dir, id, "bye", 3, true, 5000, &err), 0);
+        wait_exit(id, &p);
+        assert_int_equal(p.status.exit_code, 0);
+        assert_string_equal(p.out, "hello\nbye");
+        agent_poll_result_free(&p);
+        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 5000, &err), -EBUSY);
+        kill_all();
+        free(id);
+
+        /* big writes are queued and answered once written */
+        size_t big = 5u << 20;
+        char *data = malloc(big);
+        assert_non_null(data);
+        memset(data, 'z', big);
+        c = cmd(CMD("sh", "-c", "wc -c"));
+        c.stdin_pipe = true;
+        id = spawn_ok(&c);
+        assert_int_equal(agent_stdin(dir, id, data, big, true, 10000, &err), 0);
+        wait_exit(id, &p);
+        assert_int_equal(atoi(p.out), (int)big);
+        agent_poll_result_free(&p);
+        free(data);
+        kill_all();
+        free(id);
+
+        /* without a stdin pipe */
+        c = cmd(CMD("sleep", "100"));
+        id = spawn_ok(&c);
+        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 5000, &err), -EBUSY);
+        kill_all();
+        free(id);
+
+        /* the reader is gone: EPIPE is a state error */
+        c = cmd(CMD("true"));
+        c.stdin_pipe = true;
+        id = spawn_ok(&c);
+        wait_exit(id, &p);
+        agent_poll_result_free(&p);
+        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 5000, &err), -EBUSY);
+        assert_non_null(strstr(err.msg, "Broken pipe"));
+        kill_all();
+        free(id);
+}
+
+static void test_held_does_not_block(void **state)
+{
+        struct sbx_error err = {0};
+        int fd = -1, fd2 = -1;
+        struct agent_msg m;
+        uint8_t *payload = NULL;
+        uint32_t len;
+
+        assert_int_equal(agent_connect(dir, &fd, &err), 0);
+        agent_msg_init(&m, AGENT_REQ_EXEC);
+        agent_put_str(&m, AGENT_T_ARGV, "sleep");
+        agent_put_str(&m, AGENT_T_ARGV, "0.5");
+        agent_put_str(&m, AGENT_T_CWD, dir);
+        assert_int_equal(agent_msg_send(fd, &m), 0);
+        agent_msg_free(&m);
+
+        /* another connection is served meanwhile */
+        int64_t t0 = mono_ms();
+        assert_int_equal(agent_ping(dir, 1000, &err), 0);
+        assert_true(elapsed_ms(t0) < 100);
+
+        /* a held exec whose client leaves keeps running, then is forgotten */
+        assert_int_equal(agent_connect(dir, &fd2, &err), 0);
+        agent_msg_init(&m, AGENT_REQ_EXEC);
+        agent_put_str(&m, AGENT_T_ARGV, "sleep");
+        agent_put_str(&m, AGENT_T_ARGV, "0.2");
+        agent_put_str(&m, AGENT_T_CWD, dir);
+        assert_int_equal(agent_msg_send(fd2, &m), 0);
+        agent_msg_free(&m);
+        close(fd2);
+
+        /* the first answer comes when its command ends; the connection then
+         * carries another request */
+        agent_msg_init(&m, AGENT_REQ_PING);
+        m.type = AGENT_REQ_LIST;
+        uint16_t type;
+        int fl = fcntl(fd, F_GETFL);
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK); /* agent_msg_recv blocks */
+        assert_int_equal(agent_msg_recv(fd, &type, &payload, &len), 0);
+        fcntl(fd, F_SETFL, fl);
+        assert_int_equal(type, AGENT_RESP_OK);
+        assert_true(elapsed_ms(t0) >= 400);
+        free(payload);
+        assert_int_equal(agent_call(fd, &m, 1000, &payload, &len, &err), 0);
+        free(payload);
+        agent_msg_free(&m);
+        close(fd);
+}
+
+static void test_protocol_errors(void **state)
+{
+        struct sbx_error err = {0};
+        uint8_t *payload = NULL;
+        uint32_t len;
+        uint16_t type;
+        int fd = -1;
+
+        /* a bad header: INVALID, then the connection closes */
+        assert_int_equal(agent_connect(dir, &fd, &err), 0);
+        uint8_t bad[AGENT_HEADER_SIZE] = {0, 0, 0, 0, 1, 0, 7, 7, 0, 0, 0, 0};
+        assert_int_equal(write(fd, bad, sizeof(bad)), sizeof(bad));
+        struct timeval tv = {2, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        fcntl(fd, F_SETFL, 0);
+        assert_int_equal(agent_msg_recv(fd, &type, &payload, &len), 0);
+        assert_int_equal(type, AGENT_RESP_ERR);
+        free(payload);
+        assert_int_equal(agent_msg_recv(fd, &type, &payload, &len), -EPIPE);
+        close(fd);
+
+        /* an unknown type, then a malformed payload */
+        struct agent_msg m;
+        agent_msg_init(&m, 77);
+        assert_int_equal(agent_connect(dir, &fd, &err), 0);
+        assert_int_equal(agent_call(fd, &m, 1000, &payload, &len, &err), -EINVAL);
+        assert_true(agent_call(fd, &m, 1000, &payload, &len, &err) < 0);
+        close(fd);
+        agent_msg_free(&m);
+
+        agent_msg_init(&m, AGENT_REQ_POLL);
+        agent_put_str(&m, AGENT_T_PROC_ID, "p1-x");
+        m.payload.len -= 1; /* field runs past the end */
+        assert_int_equal(agent_connect(dir, &fd, &err), 0);
+        assert_int_equal(agent_call(fd, &m, 1000, &payload, &len, &err), -EINVAL);
+        close(fd);
+        agent_msg_free(&m);
+
+        /* a u64 of the wrong size */
+        agent_msg_init(&m, AGENT_REQ_SIGNAL);
+        agent_put_str(&m, AGENT_T_PROC_ID, "p1-x");
+        agent_put_bytes(&m, AGENT_T_SIGNAL, "abc", 3);
+        assert_int_equal(agent_connect(dir, &fd, &err), 0);
+        assert_int_equal(agent_call(fd, &m, 1000, &payload, &len, &err), -EINVAL);
+        close(fd);
+        agent_msg_free(&m);
+
+        /* random garbage on many connections, then it still answers */
+        uint64_t x = 88172645463325252ull;
+        for (int i = 0; i < 200; i++) {
+                uint8_t junk[256];
+                for (size_t k = 0; k < sizeof(junk); k++) {
+                        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                        junk[k] = (uint8_t)x;
+                }
+                if (i % 2) { /* a valid header with a random payload */
+                        uint32_t plen = sizeof(junk) - AGENT_HEADER_SIZE;
+                        memcpy(junk, &plen, 4);
+                        junk[4] = (uint8_t)(1 + i % 8);
+                        junk[5] = 0;
+                        memset(junk + 6, 0, 6);
+                }
+                if (agent_connect(dir, &fd, &err) == 0) {
+                        ssize_t n = write(fd, junk, sizeof(junk));
+                        (void)n;
+                        if (i % 3 == 0)
+                                msleep(1);
+                        close(fd);
+                }
+        }
+        assert_int_equal(agent_ping(dir, 1000, &err), 0);
+        kill_all();
+}
+
+static void test_many_connections(void **state)
+{
+        struct sbx_error err = {0};
+        int fds[300];
+
+        for (int i = 0; i < 300; i++)
+                assert_int_equal(agent_connect(dir, &fds[i], &err), 0);
+        assert_int_equal(agent_ping(dir, 1000, &err), 0);
+        for (int i = 0; i < 300; i++) {
+                struct agent_msg m;
+                uint8_t *payload;
+                uint32_t len;
+                agent_msg_init(&m, AGENT_REQ_PING);
+                assert_int_equal(agent_call(fds[i], &m, 1000, &payload, &len, &err), 0);
+                free(payload);
+                agent_msg_free(&m);
+                close(fds[i]);
+        }
+}
+
+/* Zombies: count children of sandbox-init in state Z. */
+static int zombies_of(pid_t parent)
+{
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+        int n = 0;
+
+        assert_non_null(d);
+        while ((de = readdir(d))) {
+                char path[300], buf[512];
+                if (de->d_name[0] < '0' || de->d_name[0] > '9')
+                        continue;
+                snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+                int fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        continue;
+                ssize_t len = read(fd, buf, sizeof(buf) - 1);
+                close(fd);
+                if (len <= 0)
+                        continue;
+                buf[len] = '\0';
+                char *rp = strrchr(buf, ')');
+                char st;
+                int ppid;
+                if (rp && sscanf(rp + 1, " %c %d", &st, &ppid) == 2 && ppid == parent && st == 'Z')
+                        n++;
+        }
+        closedir(d);
+        return n;
+}
+
+static void test_orphans_reaped(void **state)
+{
+        struct agent_cmd c = cmd(CMD("sh", "-c", "i=0; while [ $i -lt 500 ]; do (true &) ; i=$((i+1)); done"));
+        struct agent_exec_result r = exec_ok(&c, 60000);
+        assert_int_equal(r.exit_code, 0);
+        agent_exec_result_free(&r);
+        int z = 0;
+        for (int i = 0; i < 100; i++) {
+                z = zombies_of(init_pid);
+                if (z == 0)
+                        break;
+                msleep(20);
+        }
+        assert_int_equal(z, 0);
+}
+
+static void test_survives_signals(void **state)
+{
+        /* Outside a pid namespace, only check what does not kill: a TERM
+         * storm on the workload's own group leaves the agent serving. */
+        struct agent_cmd c = cmd(CMD("sh", "-c", "kill -PIPE $PPID 2>/dev/null; kill -CHLD $PPID; true"));
+        struct agent_exec_result r = exec_ok(&c, 5000);
+        agent_exec_result_free(&r);
+        struct sbx_error err = {0};
+        assert_int_equal(agent_ping(dir, 1000, &err), 0);
+        /* not dumpable */
+        char path[64], buf[4096];
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)init_pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        assert_true(n > 0);
+        buf[n] = '\0';
+        assert_non_null(strstr(buf, "SigIgn:\t0000000000001000")); /* only SIGPIPE */
+}
+
+int main(int argc, char **argv)
+{
+        init_path = argc > 1 ? argv[1] : getenv("SANDBOX_INIT");
+        if (!init_path) {
+                fprintf(stderr, "usage: test-agent PATH-TO-sandbox-init\n");
+                return 2;
+        }
+        signal(SIGPIPE, SIG_IGN);
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_ping),
+                cmocka_unit_test(test_exec_basic),
+                cmocka_unit_test(test_exec_env_cwd),
+                cmocka_unit_test(test_exec_failures),
+                cmocka_unit_test(test_exec_signal_exit),
+                cmocka_unit_test(test_exec_timeout),
+                cmocka_unit_test(test_exec_background),
+                cmocka_unit_test(test_exec_truncated),
+                cmocka_unit_test(test_spawn_ring),
+                cmocka_unit_test(test_poll_wait),
+                cmocka_unit_test(test_utf8_split),
+                cmocka_unit_test(test_signal_group),
+                cmocka_unit_test(test_cap),
+                cmocka_unit_test(test_stdin),
+                cmocka_unit_test(test_held_does_not_block),
+                cmocka_unit_test(test_protocol_errors),
+                cmocka_unit_test(test_many_connections),
+                cmocka_unit_test(test_orphans_reaped),
+                cmocka_unit_test(test_survives_signals),
+        };
+        return cmocka_run_group_tests(tests, start_init, stop_init);
+}

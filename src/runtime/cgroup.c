@@ -20,10 +20,10 @@
 #define CG_WAIT_MS 5000
 
 static const char *const cg_v1_names[CG_V1_COUNT] = {
-        [CG_V1_MEMORY] = "memory",
-        [CG_V1_PIDS] = "pids",
-        [CG_V1_CPU] = "cpu",
-        [CG_V1_FREEZER] = "freezer",
+    [CG_V1_MEMORY] = "memory",
+    [CG_V1_PIDS] = "pids",
+    [CG_V1_CPU] = "cpu",
+    [CG_V1_FREEZER] = "freezer",
 };
 
 /* ---- small file helpers ---- */
@@ -208,6 +208,9 @@ static int cg_set(const struct cg_layout *l, const char *mnt, uint64_t id, const
                 r = cg_write(p, value);
         if (r == -ENOENT && optional)
                 return 0;
+        if (r == -ENOENT && file && strchr(file, '.') && strncmp(file, "cgroup.", 7))
+                return sbx_error_set(err, ENOTSUP, "cgroup controller for %s not available (%s)",
+                                     file, p);
         if (r < 0)
                 return sbx_error_set(err, -r, "write `%s` to `%s`", value, p);
         return 0;
@@ -224,8 +227,8 @@ static int cg1_set_memory(const struct cg_layout *l, uint64_t id, uint64_t bytes
         bool memsw = path_exists(p);
         if (!bytes) {
                 /* memsw must stay >= limit: raise memsw first. */
-                if (memsw && (r = cg_set(l, mnt, id, "memory.memsw.limit_in_bytes", "-1", false,
-                                         err)) < 0)
+                if (memsw &&
+                    (r = cg_set(l, mnt, id, "memory.memsw.limit_in_bytes", "-1", false, err)) < 0)
                         return r;
                 return cg_set(l, mnt, id, "memory.limit_in_bytes", "-1", false, err);
         }
@@ -273,8 +276,8 @@ static int cg1_limits(const struct cg_layout *l, uint64_t id, const struct rt_li
                 s = MAX(s, 2);
                 s = MIN(s, 262144);
                 snprintf(v, sizeof(v), "%" PRIu64, s);
-                if ((r = cg_set(l, l->v1[CG_V1_CPU], id, "cpu.shares", v, !lim->cpu_shares,
-                                err)) < 0)
+                if ((r = cg_set(l, l->v1[CG_V1_CPU], id, "cpu.shares", v, !lim->cpu_shares, err)) <
+                    0)
                         return r;
         }
         return 0;
@@ -360,9 +363,8 @@ int cg_create(const struct cg_layout *l, uint64_t id, const struct rt_limits *li
         /* Starting a sandbox that still runs is a caller bug: refuse rather
          * than mix two generations of processes in one cgroup. */
         if (cg_populated(l, id))
-                return sbx_error_set(err, EBUSY,
-                                     "sandbox %" PRIu64 " still has live processes in its cgroup",
-                                     id);
+                return sbx_error_set(
+                    err, EBUSY, "sandbox %" PRIu64 " still has live processes in its cgroup", id);
         /* A process joining a frozen cgroup freezes: thaw any leftover state. */
         if (l->v2[0] && (r = cg_set(l, l->v2, id, "cgroup.freeze", "0", true, err)) < 0)
                 return r;
@@ -388,8 +390,7 @@ int cg_attach(const struct cg_layout *l, uint64_t id, pid_t pid, struct sbx_erro
 
 /* ---- freezer ---- */
 
-static int cg2_wait_frozen(const struct cg_layout *l, uint64_t id, long want,
-                           struct sbx_error *err)
+static int cg2_wait_frozen(const struct cg_layout *l, uint64_t id, long want, struct sbx_error *err)
 {
         char p[CG_PATH_MAX], text[256];
         if (cg_path(l, l->v2, id, "cgroup.events", p) < 0)
@@ -527,9 +528,8 @@ int cg_kill_all(const struct cg_layout *l, uint64_t id, struct sbx_error *err)
 
         while (cg_populated(l, id)) {
                 if (mono_ms() > deadline)
-                        return sbx_error_set(err, ETIMEDOUT,
-                                             "processes of sandbox %" PRIu64 " survive SIGKILL",
-                                             id);
+                        return sbx_error_set(
+                            err, ETIMEDOUT, "processes of sandbox %" PRIu64 " survive SIGKILL", id);
                 if (v2kill) {
                         /* Kills every task, including ones forking right now.
                          * Thaw v1 too: a v1-frozen task ignores SIGKILL. */
@@ -537,8 +537,8 @@ int cg_kill_all(const struct cg_layout *l, uint64_t id, struct sbx_error *err)
                         if (r < 0 && r != -ENOENT)
                                 return r;
                         if (l->v1[CG_V1_FREEZER][0])
-                                cg_set(l, l->v1[CG_V1_FREEZER], id, "freezer.state", "THAWED",
-                                       true, NULL);
+                                cg_set(l, l->v1[CG_V1_FREEZER], id, "freezer.state", "THAWED", true,
+                                       NULL);
                 } else {
                         cg1_kill_round(l, id);
                 }

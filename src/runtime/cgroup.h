@@ -23,10 +23,10 @@ enum cg_v1 { CG_V1_MEMORY, CG_V1_PIDS, CG_V1_CPU, CG_V1_FREEZER, CG_V1_COUNT };
 #define CG_PATH_MAX 512
 
 struct cg_layout {
-        char root[128];              /* cgroup parent, e.g. "sandboxd" */
-        char v2[64];                 /* v2 mount point, "" when absent */
-        bool pure_v2;                /* /sys/fs/cgroup itself is cgroup2 */
-        char v1[CG_V1_COUNT][64];    /* v1 mount points, "" when absent */
+        char root[128];           /* cgroup parent, e.g. "sandboxd" */
+        char v2[64];              /* v2 mount point, "" when absent */
+        bool pure_v2;             /* /sys/fs/cgroup itself is cgroup2 */
+        char v1[CG_V1_COUNT][64]; /* v1 mount points, "" when absent */
 };
 
 /* Find the hierarchies. root: cgroup parent path, relative, made of valid

@@ -42,7 +42,7 @@ static int mkdir_mode(int dfd, const char *name, mode_t mode)
 static int write_file_at(int dfd, const char *name, const void *data, size_t len, mode_t mode)
 {
         _cleanup_close_ int fd =
-                openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+            openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
         if (fd < 0)
                 return -errno;
         int r = write_all(fd, data, len);
@@ -87,7 +87,7 @@ static int copy_file_at(const char *src, int dfd, const char *name, mode_t mode,
                 return sbx_error_set(err, r < 0 ? -r : ENOEXEC,
                                      "`%s` is not a static binary (install busybox-static)", src);
         _cleanup_close_ int out =
-                openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+            openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
         if (out < 0)
                 return sbx_error_set(err, errno, "create %s", name);
         for (off_t off = 0; off < st.st_size;) {
@@ -187,9 +187,8 @@ static int build_tiny(int rootfd, struct sbx_error *err)
                 const char *path;
                 mode_t mode;
         } dirs[] = {
-                {"bin", 0755},  {"etc", 0755},       {"proc", 0755},    {"sys", 0755},
-                {"dev", 0755},  {"tmp", 01777},      {"workspace", 0755}, {"root", 0700},
-                {"usr", 0755},  {"usr/bin", 0755},
+            {"bin", 0755},  {"etc", 0755},       {"proc", 0755}, {"sys", 0755}, {"dev", 0755},
+            {"tmp", 01777}, {"workspace", 0755}, {"root", 0700}, {"usr", 0755}, {"usr/bin", 0755},
         };
         static const char passwd[] = "root:x:0:0:root:/root:/bin/sh\n"
                                      "nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
@@ -220,14 +219,17 @@ static int build_debian(int builddir, const char *build_path, struct sbx_error *
         char target[PATH_MAX];
         if (snprintf(target, sizeof(target), "%s/rootfs", build_path) >= (int)sizeof(target))
                 return sbx_error_set(err, ENAMETOOLONG, "image path too long");
-        char *argv[] = {"mmdebstrap", "--variant=apt",
+        char *argv[] = {"mmdebstrap",
+                        "--variant=apt",
                         "--include=python3,nodejs,npm,git,curl,ca-certificates,procps",
-                        "bookworm", target, NULL};
+                        "bookworm",
+                        target,
+                        NULL};
         int r = run_tool(argv, NULL, err);
         if (r < 0)
                 return r;
-        _cleanup_close_ int rootfd = openat(builddir, "rootfs", O_RDONLY | O_DIRECTORY |
-                                                                    O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int rootfd =
+            openat(builddir, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (rootfd < 0)
                 return sbx_error_set(err, errno, "open the debian rootfs");
         if ((r = mkdir_mode(rootfd, "workspace", 0755)) < 0)
@@ -267,13 +269,12 @@ static uint64_t tree_size(int dfd, dev_t dev, int depth)
         return total;
 }
 
-static int write_image_json(int builddir, const char *name, uint64_t size,
-                            struct sbx_error *err)
+static int write_image_json(int builddir, const char *name, uint64_t size, struct sbx_error *err)
 {
         char when[32];
         format_rfc3339(now_ms(), when);
-        json_t *j = json_pack("{s:s, s:s, s:I}", "name", name, "builtAt", when, "size",
-                              (json_int_t)size);
+        json_t *j =
+            json_pack("{s:s, s:s, s:I}", "name", name, "builtAt", when, "size", (json_int_t)size);
         char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         if (!text)
@@ -373,15 +374,15 @@ int rt_image_build(const char *images_dir, const char *name, bool force, struct 
                 return sbx_error_set(err, ENAMETOOLONG, "images dir path too long");
         if (mkdirat(imgfd, build, 0755) < 0)
                 return sbx_error_set(err, errno, "create `%s`", build_path);
-        _cleanup_close_ int bfd = openat(imgfd, build, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-                                                               O_CLOEXEC);
+        _cleanup_close_ int bfd =
+            openat(imgfd, build, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (bfd < 0)
                 r = sbx_error_set(err, errno, "open `%s`", build_path);
         else if (tiny && (r = mkdir_mode(bfd, "rootfs", 0755)) < 0)
                 r = sbx_error_set(err, -r, "create rootfs/");
         if (r >= 0 && tiny) {
-                _cleanup_close_ int rootfd = openat(bfd, "rootfs", O_RDONLY | O_DIRECTORY |
-                                                                           O_NOFOLLOW | O_CLOEXEC);
+                _cleanup_close_ int rootfd =
+                    openat(bfd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 r = rootfd < 0 ? sbx_error_set(err, errno, "open rootfs/")
                                : build_tiny(rootfd, err);
         } else if (r >= 0) {

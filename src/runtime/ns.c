@@ -37,9 +37,8 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
-#define NS_CLONE_FLAGS                                                                    \
-        (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |       \
-         CLONE_NEWNET)
+#define NS_CLONE_FLAGS                                                                             \
+        (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET)
 #define NS_TMP_DEFAULT (256ULL << 20)
 #define NS_SHM_BYTES (64ULL << 20)
 #define NS_HOSTNAME_MAX 64
@@ -52,13 +51,13 @@ static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urand
 struct launch {
         const struct ns_ctx *ctx;
         const struct rt_spec *spec;
-        int dirfd;                  /* spec->dir in the host mount ns */
+        int dirfd; /* spec->dir in the host mount ns */
         int listen_fd;
-        int sync[2];                /* seqpacket: [0] launcher, [1] C */
-        int errp[2];                /* C's error pipe: [0] read, [1] write */
-        pid_t pid;                  /* C */
+        int sync[2]; /* seqpacket: [0] launcher, [1] C */
+        int errp[2]; /* C's error pipe: [0] read, [1] write */
+        pid_t pid;   /* C */
         int userns, mntns, netns, pidns;
-        int tree_fd;                /* idmapped clone of the image */
+        int tree_fd;                       /* idmapped clone of the image */
         int dev_fd[ARRAY_SIZE(dev_nodes)]; /* clones of host device nodes */
 };
 
@@ -71,9 +70,8 @@ static void close_fd(int *fd)
 
 static void launch_release(struct launch *L)
 {
-        int *fds[] = {&L->dirfd,  &L->listen_fd, &L->sync[0], &L->sync[1], &L->errp[0],
-                      &L->errp[1], &L->userns,    &L->mntns,   &L->netns,   &L->pidns,
-                      &L->tree_fd};
+        int *fds[] = {&L->dirfd,  &L->listen_fd, &L->sync[0], &L->sync[1], &L->errp[0], &L->errp[1],
+                      &L->userns, &L->mntns,     &L->netns,   &L->pidns,   &L->tree_fd};
         for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
                 close_fd(fds[i]);
         for (size_t i = 0; i < ARRAY_SIZE(L->dev_fd); i++)
@@ -139,9 +137,9 @@ static int openat2_path(int dirfd, const char *path, int *ret)
          * no mount. A symlinked target then fails instead of redirecting a
          * mount onto the host (CVE-2021-30465, CVE-2025-31133). */
         struct open_how how = {
-                .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
-                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-                           RESOLVE_NO_XDEV,
+            .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
+            .resolve =
+                RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
         };
         long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
         if (fd < 0)
@@ -152,14 +150,14 @@ static int openat2_path(int dirfd, const char *path, int *ret)
 
 /* Resolve `path` under dirfd to an O_PATH fd of the expected type
  * (S_IFDIR, S_IFREG, or 0 for either). */
-static int resolve_target(int dirfd, const char *where, const char *path, mode_t type,
-                          int *ret, struct sbx_error *err)
+static int resolve_target(int dirfd, const char *where, const char *path, mode_t type, int *ret,
+                          struct sbx_error *err)
 {
         _cleanup_close_ int fd = -1;
         int r = openat2_path(dirfd, path, &fd);
         if (r == -ELOOP || r == -EXDEV)
-                return sbx_error_set(err, -r, "mount target %s/%s escapes the sandbox root",
-                                     where, path);
+                return sbx_error_set(err, -r, "mount target %s/%s escapes the sandbox root", where,
+                                     path);
         if (r < 0)
                 return sbx_error_set(err, -r, "resolve mount target %s/%s", where, path);
         struct stat st;
@@ -274,8 +272,8 @@ static int mount_fs_at(int dirfd, const char *where, const char *path, const cha
 }
 
 /* Set attrs on a detached tree and attach it at <dirfd>/<path>. */
-static int attach_tree_at(int tree_fd, int dirfd, const char *where, const char *path,
-                          mode_t type, unsigned attrs, struct sbx_error *err)
+static int attach_tree_at(int tree_fd, int dirfd, const char *where, const char *path, mode_t type,
+                          unsigned attrs, struct sbx_error *err)
 {
         _cleanup_close_ int target = -1;
         int r = resolve_target(dirfd, where, path, type, &target, err);
@@ -293,8 +291,8 @@ static int attach_tree_at(int tree_fd, int dirfd, const char *where, const char 
 static int bind_at(int src_fd, int dirfd, const char *where, const char *path, mode_t type,
                    unsigned attrs, struct sbx_error *err)
 {
-        _cleanup_close_ int t = open_tree(src_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
-                                                              AT_EMPTY_PATH | AT_RECURSIVE);
+        _cleanup_close_ int t = open_tree(
+            src_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
         if (t < 0)
                 return sbx_error_set(err, errno, "clone mount for %s/%s", where, path);
         return attach_tree_at(t, dirfd, where, path, type, attrs, err);
@@ -307,10 +305,10 @@ static int mount_dev(const struct launch *L, int rootfd, int *ret_devfd, struct 
         uint32_t uid = L->spec->uid_base;
         char opts[160];
         _cleanup_close_ int devfd = -1;
-        snprintf(opts, sizeof(opts), "mode=0755,size=65536,nr_inodes=256,uid=%" PRIu32
-                 ",gid=%" PRIu32, uid, uid);
-        int r = mount_fs_at(rootfd, "", "dev", "tmpfs", opts,
-                            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, &devfd, err);
+        snprintf(opts, sizeof(opts),
+                 "mode=0755,size=65536,nr_inodes=256,uid=%" PRIu32 ",gid=%" PRIu32, uid, uid);
+        int r = mount_fs_at(rootfd, "", "dev", "tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
+                            &devfd, err);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
@@ -331,16 +329,17 @@ static int mount_dev(const struct launch *L, int rootfd, int *ret_devfd, struct 
         if ((r = mount_fs_at(devfd, "/dev", "pts", "devpts", opts,
                              MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, NULL, err)) < 0)
                 return r;
-        snprintf(opts, sizeof(opts), "mode=1777,size=%llu,nr_inodes=16384,uid=%" PRIu32
-                 ",gid=%" PRIu32, NS_SHM_BYTES, uid, uid);
+        snprintf(opts, sizeof(opts),
+                 "mode=1777,size=%llu,nr_inodes=16384,uid=%" PRIu32 ",gid=%" PRIu32, NS_SHM_BYTES,
+                 uid, uid);
         if ((r = mount_fs_at(devfd, "/dev", "shm", "tmpfs", opts,
-                             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, NULL,
-                             err)) < 0)
+                             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, NULL, err)) <
+            0)
                 return r;
         static const char *const links[][2] = {
-                {"pts/ptmx", "ptmx"},          {"/proc/self/fd", "fd"},
-                {"/proc/self/fd/0", "stdin"},  {"/proc/self/fd/1", "stdout"},
-                {"/proc/self/fd/2", "stderr"},
+            {"pts/ptmx", "ptmx"},          {"/proc/self/fd", "fd"},
+            {"/proc/self/fd/0", "stdin"},  {"/proc/self/fd/1", "stdout"},
+            {"/proc/self/fd/2", "stderr"},
         };
         for (size_t i = 0; i < ARRAY_SIZE(links); i++)
                 if (symlinkat(links[i][0], devfd, links[i][1]) < 0 ||
@@ -357,14 +356,13 @@ static int mount_dev(const struct launch *L, int rootfd, int *ret_devfd, struct 
 /* nullfd: the sandbox's /dev/null bind mount (attached). */
 static int mount_proc(int rootfd, int nullfd, struct sbx_error *err)
 {
-        static const char *const masked_files[] = {"kcore",       "keys",           "timer_list",
+        static const char *const masked_files[] = {"kcore",       "keys",          "timer_list",
                                                    "sched_debug", "latency_stats", "timer_stats"};
         static const char *const masked_dirs[] = {"acpi", "scsi", "asound"};
         static const char *const ro[] = {"sys", "sysrq-trigger", "irq", "bus", "fs"};
         _cleanup_close_ int procfd = -1;
         int r = mount_fs_at(rootfd, "", "proc", "proc", NULL,
-                            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NODEV, &procfd,
-                            err);
+                            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NODEV, &procfd, err);
         if (r < 0)
                 return r;
         /* Paths that leak host data or reach host-wide kernel state. A path
@@ -407,8 +405,8 @@ static int mount_sys(int rootfd, struct sbx_error *err)
         if (r < 0)
                 return r;
         if (faccessat(sysfd, "firmware", F_OK, AT_SYMLINK_NOFOLLOW) == 0)
-                return mount_fs_at(sysfd, "/sys", "firmware", "tmpfs", NS_EMPTY_TMPFS,
-                                   NS_RO_ATTRS, NULL, err);
+                return mount_fs_at(sysfd, "/sys", "firmware", "tmpfs", NS_EMPTY_TMPFS, NS_RO_ATTRS,
+                                   NULL, err);
         return 0;
 }
 
@@ -424,14 +422,15 @@ static int mount_rootfs(const struct launch *L, int *ret_root, struct sbx_error 
         rootmp = openat(dfd, "rootfs", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (lower < 0 || rootmp < 0)
                 return sbx_error_set(err, errno, "open lower/ and rootfs/ in `%s`", dir);
-        if (attach(L->tree_fd, lower, "image on lower/", err) < 0)
-                return -err->code;
+        int r = attach(L->tree_fd, lower, "image on lower/", err);
+        if (r < 0)
+                return r;
         /* Relative layer paths (cwd = the sandbox dir) keep the option
          * string short whatever the length of the dir. */
         if (fchdir(dfd) < 0)
                 return sbx_error_set(err, errno, "chdir `%s`", dir);
-        int r = fs_new("overlay", "lowerdir=lower,upperdir=upper,workdir=work",
-                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, &ovl, err);
+        r = fs_new("overlay", "lowerdir=lower,upperdir=upper,workdir=work",
+                   MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, &ovl, err);
         if (r < 0)
                 return r;
         if ((r = attach(ovl, rootmp, "overlay on rootfs/", err)) < 0)
@@ -475,11 +474,11 @@ static int mount_all(const struct launch *L, struct sbx_error *err)
                 return r;
         uint64_t tmp = L->spec->limits.tmp_bytes ? L->spec->limits.tmp_bytes : NS_TMP_DEFAULT;
         uint64_t inodes = MAX(tmp / 4096, 1024);
-        snprintf(opts, sizeof(opts), "mode=1777,size=%" PRIu64 ",nr_inodes=%" PRIu64
-                 ",uid=%" PRIu32 ",gid=%" PRIu32, tmp, inodes, L->spec->uid_base,
-                 L->spec->uid_base);
-        if ((r = mount_fs_at(rootfd, "", "tmp", "tmpfs", opts,
-                             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, NULL, err)) < 0)
+        snprintf(opts, sizeof(opts),
+                 "mode=1777,size=%" PRIu64 ",nr_inodes=%" PRIu64 ",uid=%" PRIu32 ",gid=%" PRIu32,
+                 tmp, inodes, L->spec->uid_base, L->spec->uid_base);
+        if ((r = mount_fs_at(rootfd, "", "tmp", "tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                             NULL, err)) < 0)
                 return r;
         return rootfs_dir(rootfd, "workspace", 0755, L->spec->uid_base, &fd, err);
 }
@@ -647,9 +646,8 @@ static int idmap_image(struct launch *L, struct sbx_error *err)
         if (L->tree_fd < 0)
                 return sbx_error_set(err, errno, "open image `%s`", img);
         struct mount_attr a = {
-                .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-                            MOUNT_ATTR_NODEV,
-                .userns_fd = (uint64_t)L->userns,
+            .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+            .userns_fd = (uint64_t)L->userns,
         };
         if (mount_setattr(L->tree_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0) {
                 int e = errno;
@@ -679,12 +677,11 @@ static int enter_ns(struct launch *L, struct sbx_error *err)
 /* Hand C an fd of its root (opened in its mount ns) and let it go. */
 static int release_child(struct launch *L, struct sbx_error *err)
 {
-        _cleanup_close_ int dfd = open(L->spec->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW |
-                                                         O_CLOEXEC);
+        _cleanup_close_ int dfd = open(L->spec->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dfd < 0)
                 return sbx_error_set(err, errno, "open `%s`", L->spec->dir);
-        _cleanup_close_ int root = openat(dfd, "rootfs", O_PATH | O_DIRECTORY | O_NOFOLLOW |
-                                                                 O_CLOEXEC);
+        _cleanup_close_ int root =
+            openat(dfd, "rootfs", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (root < 0)
                 return sbx_error_set(err, errno, "open rootfs/");
         char byte = 'G';
@@ -693,7 +690,9 @@ static int release_child(struct launch *L, struct sbx_error *err)
                 struct cmsghdr h;
                 char buf[CMSG_SPACE(sizeof(int))];
         } c = {0};
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf,
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = c.buf,
                              .msg_controllen = sizeof(c.buf)};
         struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
         cm->cmsg_level = SOL_SOCKET;
@@ -728,7 +727,7 @@ struct child {
 };
 
 static _Noreturn void child_fail(struct child *c, int errnum, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static _Noreturn void child_fail(struct child *c, int errnum, const char *fmt, ...)
 {
         char head[384];
@@ -773,7 +772,9 @@ static int child_recv_root(struct child *c)
                 struct cmsghdr h;
                 char buf[CMSG_SPACE(sizeof(int))];
         } cb;
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cb.buf,
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = cb.buf,
                              .msg_controllen = sizeof(cb.buf)};
         ssize_t n;
         do
@@ -861,9 +862,10 @@ static void child_ids_env(struct child *c)
  * stays empty (CVE-2022-24769: inheritable caps would let a non-root
  * workload gain them from file capabilities). */
 static const int keep_caps[] = {
-        CAP_CHOWN,   CAP_DAC_OVERRIDE, CAP_FSETID,           CAP_FOWNER,      CAP_MKNOD,
-        CAP_NET_RAW, CAP_SETGID,       CAP_SETUID,           CAP_SETFCAP,     CAP_SETPCAP,
-        CAP_NET_BIND_SERVICE,          CAP_SYS_CHROOT,       CAP_KILL,        CAP_AUDIT_WRITE,
+    CAP_CHOWN,   CAP_DAC_OVERRIDE, CAP_FSETID,           CAP_FOWNER,
+    CAP_MKNOD,   CAP_NET_RAW,      CAP_SETGID,           CAP_SETUID,
+    CAP_SETFCAP, CAP_SETPCAP,      CAP_NET_BIND_SERVICE, CAP_SYS_CHROOT,
+    CAP_KILL,    CAP_AUDIT_WRITE,
 };
 
 static void child_caps(struct child *c)
@@ -924,8 +926,8 @@ static int launch_clone(struct launch *L, struct sbx_error *err)
         if (pipe2(L->errp, O_CLOEXEC) < 0)
                 return sbx_error_set(err, errno, "pipe");
         /* Fork-like clone (no new stack): the child continues here. */
-        long pid = syscall(SYS_clone, (unsigned long)NS_CLONE_FLAGS | SIGCHLD, NULL, NULL, NULL,
-                           NULL);
+        long pid =
+            syscall(SYS_clone, (unsigned long)NS_CLONE_FLAGS | SIGCHLD, NULL, NULL, NULL, NULL);
         if (pid < 0)
                 return sbx_error_set(err, errno, "clone sandbox namespaces");
         if (pid == 0) {
@@ -961,9 +963,17 @@ int ns_launch(const struct ns_ctx *ctx, const struct rt_spec *spec, pid_t *ret_p
               struct sbx_error *err)
 {
         struct launch L = {
-                .ctx = ctx, .spec = spec, .dirfd = -1, .listen_fd = -1, .sync = {-1, -1},
-                .errp = {-1, -1}, .userns = -1, .mntns = -1, .netns = -1, .pidns = -1,
-                .tree_fd = -1,
+            .ctx = ctx,
+            .spec = spec,
+            .dirfd = -1,
+            .listen_fd = -1,
+            .sync = {-1, -1},
+            .errp = {-1, -1},
+            .userns = -1,
+            .mntns = -1,
+            .netns = -1,
+            .pidns = -1,
+            .tree_fd = -1,
         };
         for (size_t i = 0; i < ARRAY_SIZE(L.dev_fd); i++)
                 L.dev_fd[i] = -1;

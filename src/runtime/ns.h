@@ -15,8 +15,8 @@
  * (default EPERM) sit next to a few argument-based denials that libseccomp
  * cannot express in the same filter as an unconditional allow. */
 struct rt_seccomp {
-        struct sock_fprog allow;  /* allowlist, default EPERM, bad arch kills */
-        struct sock_fprog deny;   /* default allow; argument-filtered denials */
+        struct sock_fprog allow; /* allowlist, default EPERM, bad arch kills */
+        struct sock_fprog deny;  /* default allow; argument-filtered denials */
 };
 
 /* Compile the policy (in the daemon, once, before the zygote forks). */
@@ -29,7 +29,7 @@ int rt_seccomp_load(const struct rt_seccomp *s);
 /* What every launcher inherits from the zygote. */
 struct ns_ctx {
         struct cg_layout cg;
-        int init_memfd;             /* sealed copy of sandbox-init */
+        int init_memfd; /* sealed copy of sandbox-init */
         struct rt_seccomp seccomp;
 };
 

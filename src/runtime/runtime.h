@@ -30,17 +30,17 @@ struct rt_config {
 struct rt_limits {
         uint64_t memory_bytes;
         uint64_t pids;
-        uint64_t cpu_shares;     /* relative weight, 1024 = one default share */
-        uint64_t tmp_bytes;      /* /tmp tmpfs size */
+        uint64_t cpu_shares; /* relative weight, 1024 = one default share */
+        uint64_t tmp_bytes;  /* /tmp tmpfs size */
 };
 
 struct rt_spec {
-        uint64_t id;             /* unique, never reused; names the cgroup */
-        const char *dir;         /* sandbox dir: holds upper/ work/ agent.sock; exists, 0700 */
-        const char *rootfs;      /* image root (read-only lower layer) */
-        const char *hostname;    /* the sandbox name (cut to 64 bytes) */
-        uint32_t uid_base;       /* host uid/gid that is root inside */
-        uint32_t uid_count;      /* size of the mapped range, e.g. 65536 */
+        uint64_t id;          /* unique, never reused; names the cgroup */
+        const char *dir;      /* sandbox dir: holds upper/ work/ agent.sock; exists, 0700 */
+        const char *rootfs;   /* image root (read-only lower layer) */
+        const char *hostname; /* the sandbox name (cut to 64 bytes) */
+        uint32_t uid_base;    /* host uid/gid that is root inside */
+        uint32_t uid_count;   /* size of the mapped range, e.g. 65536 */
         struct rt_limits limits;
 };
 
@@ -50,7 +50,11 @@ void rt_close(struct rt *rt);
 
 /* Start a sandbox: mounts, namespaces, cgroups, then sandbox-init as PID 1.
  * Returns once <dir>/agent.sock accepts connections. Safe to call again on
- * a stopped sandbox (same files). ret_pid: host pid of sandbox-init. */
+ * a stopped sandbox (same files); -EBUSY while it still runs. ret_pid: host
+ * pid of sandbox-init. On failure nothing of this start is left running,
+ * except after -ETIMEDOUT (30 s): then rt_stop() it to be sure.
+ * spec->dir and spec->rootfs must be absolute; uid_base must not be 0, and
+ * each sandbox should get its own range (RLIMIT_NPROC counts per host uid). */
 int rt_start(struct rt *rt, const struct rt_spec *spec, pid_t *ret_pid, struct sbx_error *err);
 
 /* Freeze / thaw every process of the sandbox (cgroup freezer). */

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
+/* clang-format off */
 static const char *const allowed[] = {
         "accept", "accept4", "access", "adjtimex", "alarm", "arch_prctl", "bind", "brk",
         "cachestat", "capget", "capset", "chdir", "chmod", "chown", "chroot", "clock_adjtime",
@@ -72,6 +73,7 @@ static const char *const allowed[] = {
         "unlink", "unlinkat", "utime", "utimensat", "utimes", "vfork", "vmsplice", "wait4",
         "waitid", "write", "writev",
 };
+/* clang-format on */
 
 /* x86_64 numbers of syscalls newer than some libseccomp releases. */
 static const struct {
@@ -79,11 +81,11 @@ static const struct {
         int nr;
 } late_syscalls[] = {
 #ifdef __x86_64__
-        {"cachestat", 451},     {"fchmodat2", 452},     {"map_shadow_stack", 453},
-        {"futex_wake", 454},    {"futex_wait", 455},    {"futex_requeue", 456},
-        {"mseal", 462},
+    {"cachestat", 451},  {"fchmodat2", 452},  {"map_shadow_stack", 453},
+    {"futex_wake", 454}, {"futex_wait", 455}, {"futex_requeue", 456},
+    {"mseal", 462},
 #endif
-        {NULL, 0},
+    {NULL, 0},
 };
 
 static int syscall_nr(const char *name)
@@ -100,9 +102,9 @@ static int syscall_nr(const char *name)
 /* Namespace flags: a sandbox process may clone, never into new namespaces
  * (nested user namespaces open the kernel's largest attack surface:
  * nf_tables CVE-2022-1015 / CVE-2024-1086, overlayfs CVE-2023-0386). */
-#define CLONE_NS_MASK                                                                       \
-        (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID |         \
-         CLONE_NEWNET | CLONE_NEWCGROUP)
+#define CLONE_NS_MASK                                                                              \
+        (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | \
+         CLONE_NEWCGROUP)
 
 static int build_allow(scmp_filter_ctx ctx)
 {
@@ -138,8 +140,8 @@ static int build_deny(scmp_filter_ctx ctx)
         static const unsigned long ioctls[] = {TIOCSTI, TIOCLINUX};
         for (size_t i = 0; i < ARRAY_SIZE(ioctls); i++)
                 if ((r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-                                          SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL,
-                                                  ioctls[i]))) < 0)
+                                          SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, ioctls[i]))) <
+                    0)
                         return r;
         /* AF_PACKET: CVE-2020-14386 class, reachable with CAP_NET_RAW of the
          * sandbox's own net ns; AF_ALG and AF_VSOCK: rarely needed, often

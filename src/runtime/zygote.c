@@ -40,9 +40,9 @@
 #endif
 
 struct rt {
-        int sock;               /* to the zygote */
+        int sock; /* to the zygote */
         pid_t zygote;
-        pthread_mutex_t lock;   /* one request on the socket at a time */
+        pthread_mutex_t lock; /* one request on the socket at a time */
         struct cg_layout cg;
 };
 
@@ -61,7 +61,7 @@ struct rt_req {
 #define RT_REQ_MAX (sizeof(struct rt_req) + 2 * PATH_MAX + 256)
 
 struct rt_reply {
-        int32_t code;           /* 0 or a positive errno */
+        int32_t code; /* 0 or a positive errno */
         int32_t pid;
         char msg[sizeof(((struct sbx_error *)0)->msg)];
 };
@@ -75,7 +75,9 @@ static int send_with_fd(int sock, const void *data, size_t len, int fd)
                 struct cmsghdr h;
                 char buf[CMSG_SPACE(sizeof(int))];
         } c = {0};
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf,
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = c.buf,
                              .msg_controllen = sizeof(c.buf)};
         struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
         cm->cmsg_level = SOL_SOCKET;
@@ -100,7 +102,9 @@ static ssize_t recv_with_fd(int sock, void *buf, size_t len, int *ret_fd)
                 struct cmsghdr h;
                 char buf[CMSG_SPACE(4 * sizeof(int))];
         } c;
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf,
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = c.buf,
                              .msg_controllen = sizeof(c.buf)};
         ssize_t n;
         *ret_fd = -1;
@@ -148,8 +152,13 @@ static int req_parse(const char *buf, size_t n, struct rt_spec *spec)
             strnlen(host, lh + 1) != lh)
                 return -EPROTO;
         *spec = (struct rt_spec){
-                .id = h.id, .dir = dir, .rootfs = rootfs, .hostname = host,
-                .uid_base = h.uid_base, .uid_count = h.uid_count, .limits = h.limits,
+            .id = h.id,
+            .dir = dir,
+            .rootfs = rootfs,
+            .hostname = host,
+            .uid_base = h.uid_base,
+            .uid_count = h.uid_count,
+            .limits = h.limits,
         };
         return 0;
 }
@@ -194,6 +203,12 @@ static _Noreturn void zygote_main(int sock, const struct ns_ctx *ctx, pid_t pare
         /* Die with the daemon; if it is already gone, do not linger. */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
                 _exit(1);
+        /* Whatever the daemon's thread blocked or ignored must not leak
+         * into launchers (their alarm must fire). */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGALRM, SIG_DFL);
         signal(SIGCHLD, SIG_IGN);
         signal(SIGPIPE, SIG_IGN);
         close_all_but(sock, ctx->init_memfd);
@@ -254,7 +269,10 @@ static int load_init(const char *path, int *ret, struct sbx_error *err)
         if (!S_ISREG(st.st_mode) || st.st_size < 4 || (uint64_t)st.st_size > RT_INIT_MAX)
                 return sbx_error_set(err, EINVAL, "`%s` is not a plausible sandbox-init", path);
         char magic[4];
-        if (pread(src, magic, 4, 0) != 4 || memcmp(magic, "\x7f" "ELF", 4))
+        if (pread(src, magic, 4, 0) != 4 || memcmp(magic,
+                                                   "\x7f"
+                                                   "ELF",
+                                                   4))
                 return sbx_error_set(err, ENOEXEC, "`%s` is not an ELF binary", path);
         unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
         _cleanup_close_ int mfd = memfd_create("sandbox-init", flags | MFD_EXEC);
@@ -339,11 +357,14 @@ void rt_close(struct rt *rt)
 static int req_build(const struct rt_spec *spec, struct buf *b)
 {
         struct rt_req h = {
-                .magic = RT_REQ_MAGIC, .uid_base = spec->uid_base, .uid_count = spec->uid_count,
-                .len_dir = (uint32_t)strlen(spec->dir),
-                .len_rootfs = (uint32_t)strlen(spec->rootfs),
-                .len_hostname = (uint32_t)strnlen(spec->hostname, 255),
-                .id = spec->id, .limits = spec->limits,
+            .magic = RT_REQ_MAGIC,
+            .uid_base = spec->uid_base,
+            .uid_count = spec->uid_count,
+            .len_dir = (uint32_t)strlen(spec->dir),
+            .len_rootfs = (uint32_t)strlen(spec->rootfs),
+            .len_hostname = (uint32_t)strnlen(spec->hostname, 255),
+            .id = spec->id,
+            .limits = spec->limits,
         };
         int r = buf_append(b, &h, sizeof(h));
         if (r >= 0)

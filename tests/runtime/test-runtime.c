@@ -37,16 +37,16 @@ static int failures;
 static char tmpdir[256], images[300], cgroot[64];
 static uint64_t next_id;
 
-#define CHECK(cond, ...)                                                     \
-        do {                                                                 \
-                if (cond) {                                                  \
-                        printf("ok   ");                                     \
-                } else {                                                     \
-                        printf("FAIL ");                                     \
-                        failures++;                                          \
-                }                                                            \
-                printf(__VA_ARGS__);                                         \
-                printf("\n");                                                \
+#define CHECK(cond, ...)                                                                           \
+        do {                                                                                       \
+                if (cond) {                                                                        \
+                        printf("ok   ");                                                           \
+                } else {                                                                           \
+                        printf("FAIL ");                                                           \
+                        failures++;                                                                \
+                }                                                                                  \
+                printf(__VA_ARGS__);                                                               \
+                printf("\n");                                                                      \
         } while (0)
 
 static void sandbox_dir(const char *name, char *out, size_t len)
@@ -58,9 +58,13 @@ static void sandbox_dir(const char *name, char *out, size_t len)
 static struct rt_spec make_spec(const char *dir, const char *rootfs, const char *host)
 {
         return (struct rt_spec){
-                .id = next_id++, .dir = dir, .rootfs = rootfs, .hostname = host,
-                .uid_base = UID_BASE, .uid_count = UID_COUNT,
-                .limits = {.memory_bytes = 256u << 20, .pids = 256, .cpu_shares = 512},
+            .id = next_id++,
+            .dir = dir,
+            .rootfs = rootfs,
+            .hostname = host,
+            .uid_base = UID_BASE,
+            .uid_count = UID_COUNT,
+            .limits = {.memory_bytes = 256u << 20, .pids = 256, .cpu_shares = 512},
         };
 }
 
@@ -114,8 +118,8 @@ static int count_entries(const char *path, bool numeric_only)
         int n = 0;
         struct dirent *de;
         while ((de = readdir(d)))
-                if (de->d_name[0] != '.' && (!numeric_only || (de->d_name[0] >= '0' &&
-                                                               de->d_name[0] <= '9')))
+                if (de->d_name[0] != '.' &&
+                    (!numeric_only || (de->d_name[0] >= '0' && de->d_name[0] <= '9')))
                         n++;
         closedir(d);
         return n;
@@ -195,9 +199,9 @@ static void check_fds(pid_t pid)
                 l[n] = '\0';
                 struct stat st;
                 bool dir = stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-                bool want = fd <= 2 ? !strcmp(l, "/dev/null")
-                          : fd == 3 ? !strncmp(l, "socket:", 7)
-                                    : l[0] != '/' || !strcmp(l, "/dev/null");
+                bool want = fd <= 2   ? !strcmp(l, "/dev/null")
+                            : fd == 3 ? !strncmp(l, "socket:", 7)
+                                      : l[0] != '/' || !strcmp(l, "/dev/null");
                 if (dir || !want) {
                         printf("     fd %d -> %s\n", fd, l);
                         ok = false;
@@ -385,8 +389,8 @@ static void test_lifecycle(struct rt *rt, const char *rootfs)
 static void test_hostile(struct rt *rt, const char *rootfs)
 {
         static const char *const cases[][2] = {
-                {"proc", "/"},  {"dev", "../../../.."}, {"tmp", "/etc"},
-                {"sys", "/sys"}, {"workspace", "/etc"},
+            {"proc", "/"},   {"dev", "../../../.."}, {"tmp", "/etc"},
+            {"sys", "/sys"}, {"workspace", "/etc"},
         };
         for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
                 char dir[300], up[400], link[500];
@@ -453,6 +457,7 @@ struct worker {
         const char *rootfs;
         struct rt_spec specs[N_PER_THREAD];
         char dirs[N_PER_THREAD][300];
+        char names[N_PER_THREAD][32];
         int started;
 };
 
@@ -478,8 +483,8 @@ static void test_concurrent(struct rt *rt, const char *rootfs)
         for (int t = 0; t < N_THREADS; t++) {
                 w[t] = (struct worker){.rt = rt, .rootfs = rootfs};
                 for (int i = 0; i < N_PER_THREAD; i++) {
-                        char name[32];
-                        snprintf(name, sizeof(name), "c%d-%d", t, i);
+                        char *name = w[t].names[i];
+                        snprintf(name, sizeof(w[t].names[i]), "c%d-%d", t, i);
                         sandbox_dir(name, w[t].dirs[i], sizeof(w[t].dirs[i]));
                         w[t].specs[i] = make_spec(w[t].dirs[i], rootfs, name);
                 }
@@ -491,8 +496,8 @@ static void test_concurrent(struct rt *rt, const char *rootfs)
                 pthread_join(th[t], NULL);
                 started += w[t].started;
         }
-        CHECK(started == N_THREADS * N_PER_THREAD, "%d concurrent starts from %d threads",
-              started, N_THREADS);
+        CHECK(started == N_THREADS * N_PER_THREAD, "%d concurrent starts from %d threads", started,
+              N_THREADS);
         for (int t = 0; t < N_THREADS; t++)
                 for (int i = 0; i < N_PER_THREAD; i++) {
                         struct sbx_error err = {0};
@@ -514,7 +519,7 @@ static void test_images(char *rootfs, size_t len)
         size_t n = 0;
         r = rt_image_list(images, &v, &n, &err);
         CHECK(r == 0 && n == 1 && !strcmp(v[0].name, "tiny") && v[0].size_bytes > 0 &&
-                      v[0].built_at_ms > 0,
+                  v[0].built_at_ms > 0,
               "rt_image_list shows tiny");
         free(v);
         CHECK(rt_image_rootfs(images, "../etc", rootfs, len) == -EINVAL, "bad name refused");
@@ -557,8 +562,7 @@ int main(int argc, char **argv)
         static const char *const h[] = {"unified", "memory", "pids", "cpu", "freezer", ""};
         for (size_t i = 0; i < ARRAY_SIZE(h); i++) {
                 char p[256];
-                snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%s%s", h[i], h[i][0] ? "/" : "",
-                         cgroot);
+                snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%s%s", h[i], h[i][0] ? "/" : "", cgroot);
                 rmdir(p);
         }
         rm_rf_at(AT_FDCWD, tmpdir);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -713,4 +714,72 @@ int agent_stdin(const char *dir, const char *proc_id, const void *data, size_t l
                 return build_error(err, r, "stdin");
         }
         return simple_call(dir, &m, timeout_ms, err);
+}
+
+int agent_root(const char *dir, int *ret_fd, struct sbx_error *err)
+{
+        _cleanup_close_ int fd = -1;
+        int r = agent_connect(dir, &fd, err);
+        if (r < 0)
+                return r;
+        int64_t deadline = mono_ms() + AGENT_CALL_TIMEOUT_MS;
+        struct agent_msg m;
+        uint8_t head[AGENT_HEADER_SIZE];
+        agent_msg_init(&m, AGENT_REQ_ROOT);
+        agent_header_encode(&m, head);
+        agent_msg_free(&m);
+        if ((r = send_full(fd, head, sizeof(head), deadline)) < 0)
+                return transport_error(err, r, "root");
+
+        /* The descriptor arrives with the answer's first byte. */
+        union {
+                char buf[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+        } u;
+        _cleanup_close_ int got = -1;
+        size_t have = 0;
+        for (;;) {
+                struct iovec iov = {head, sizeof(head)};
+                struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                                    .msg_controllen = sizeof(u.buf)};
+                ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                        if ((r = wait_fd(fd, POLLIN, deadline)) < 0)
+                                return transport_error(err, r, "root");
+                        continue;
+                }
+                if (n <= 0)
+                        return transport_error(err, -EPIPE, "root");
+                for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+                        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+                            cm->cmsg_len == CMSG_LEN(sizeof(int)) && got < 0)
+                                memcpy(&got, CMSG_DATA(cm), sizeof(int));
+                if (mh.msg_flags & MSG_CTRUNC)
+                        return transport_error(err, -EPROTO, "root");
+                have = (size_t)n;
+                break;
+        }
+        if (have < sizeof(head) && (r = recv_full(fd, head + have, sizeof(head) - have, deadline)) < 0)
+                return transport_error(err, r, "root");
+        uint16_t type;
+        uint32_t len;
+        if (agent_header_decode(head, &type, &len) < 0)
+                return transport_error(err, -EPROTO, "root");
+        if (type == AGENT_RESP_ERR) {
+                _cleanup_free_ uint8_t *payload = malloc(len ? len : 1);
+                if (!payload)
+                        return transport_error(err, -ENOMEM, "root");
+                if (len && (r = recv_full(fd, payload, len, deadline)) < 0)
+                        return transport_error(err, r, "root");
+                return decode_agent_err(payload, len, err);
+        }
+        struct stat st;
+        /* Whatever the agent sent must at least be a directory. */
+        if (type != AGENT_RESP_OK || len != 0 || got < 0 || fstat(got, &st) < 0 ||
+            !S_ISDIR(st.st_mode))
+                return transport_error(err, -EPROTO, "root");
+        *ret_fd = TAKE_FD(got);
+        return 0;
 }

@@ -123,6 +123,8 @@ int agent_poll(const char *dir, const char *proc_id, uint64_t stdout_from, uint6
 int agent_list(const char *dir, struct agent_proc_list *ret, struct sbx_error *err);
 int agent_signal(const char *dir, const char *proc_id, int sig, struct sbx_error *err);
 int agent_kill(const char *dir, const char *proc_id, struct sbx_error *err);
+/* An O_PATH fd of the sandbox's "/" (from sandbox-init, over SCM_RIGHTS). */
+int agent_root(const char *dir, int *ret_fd, struct sbx_error *err);
 /* Answers once all of data is in the process's stdin pipe; close: close it
  * afterwards. timeout_ms < 0: no limit. Data still queued when the call
  * times out stays queued in the agent. */

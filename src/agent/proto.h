@@ -48,6 +48,9 @@ enum agent_msg_type {
         AGENT_REQ_SIGNAL = 6, /* {PROC_ID, SIGNAL} -> OK {} ; signal goes to the process group */
         AGENT_REQ_KILL = 7,   /* {PROC_ID} -> OK {} ; SIGKILL the group if running, then forget */
         AGENT_REQ_STDIN = 8,  /* {PROC_ID, DATA?, CLOSE?} -> OK {} once DATA is written */
+        AGENT_REQ_ROOT = 9,   /* {} -> OK {} carrying, as SCM_RIGHTS, an O_PATH fd of the
+                               * sandbox's "/" (the daemon's native file endpoints
+                               * resolve paths beneath it) */
 
         /* responses, agent -> daemon */
         AGENT_RESP_OK = 0x100,

@@ -13,6 +13,7 @@
 #include "../common/util.h"
 #include "../manager/manager.h"
 #include "keys.h"
+#include "ratelimit.h"
 
 struct api_config {
         const char *listen;          /* ADDR:PORT */
@@ -20,7 +21,10 @@ struct api_config {
         int64_t credential_ttl_ms;
         int64_t token_leeway_ms;
         int64_t max_body_bytes;
+        int64_t max_file_bytes;
         int64_t max_connections;
+        int64_t rate_limit;          /* requests/s per deployment; 0 = off */
+        int64_t rate_burst;          /* 0 = 2 x rate_limit */
 };
 
 struct api_metrics {
@@ -29,6 +33,7 @@ struct api_metrics {
         atomic_ullong execs;
         atomic_ullong exec_ms_total;
         atomic_ullong bytes_in, bytes_out;
+        atomic_ullong rate_limited;  /* requests refused with 429 */
 };
 
 struct api {
@@ -36,6 +41,10 @@ struct api {
         struct manager *mgr;
         struct keyring *keys;        /* guarded by keys_lock; swapped on SIGHUP */
         pthread_mutex_t keys_lock;
+        /* External issuers, loaded again with the own keys on SIGHUP; owned
+         * by the caller of api_start and outliving the api. NULL = none. */
+        const struct keys_external_config *keys_ext;
+        struct ratelimit *ratelimit; /* NULL when rate_limit is 0 */
         const char *state_dir;
         struct MHD_Daemon *mhd;
         struct api_metrics metrics;
@@ -50,12 +59,17 @@ struct api_req {
         struct buf body;
         bool body_too_large;
         int64_t started_us;
+        struct files_upload *upload; /* a streamed PUT {endpoint}/files */
+        bool streaming;              /* body goes to upload, not to body */
+        struct api_resp *early;      /* an answer decided before the body */
 };
 
 struct api_resp {
         unsigned status;
         const char *content_type;
         struct buf body;             /* JSON or raw bytes */
+        int body_fd;                 /* >= 0: send this file instead (owned) */
+        uint64_t body_fd_len;
         char retry_after[16];        /* Retry-After header when set */
 };
 
@@ -68,6 +82,11 @@ void api_stop(struct api *a);
 
 /* Route one complete request; fills resp. */
 void api_route(struct api *a, struct api_req *req, struct api_resp *resp);
+
+/* Verify the data-plane credential of req for sandbox `name` and enter it
+ * (mgr_enter); NULL with resp set on failure. mgr_leave() it after. */
+struct sandbox *api_enter_data_plane(struct api *a, struct api_req *req, const char *name,
+                                     struct api_resp *resp);
 
 /* Set resp to the API's error body {"error":{"code","message"}}. */
 void api_error(struct api_resp *resp, unsigned status, const char *code, const char *fmt, ...)

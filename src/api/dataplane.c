@@ -9,6 +9,7 @@
 
 #include "../agent/client.h"
 #include "../common/log.h"
+#include "files.h"
 
 #define MAX_ARGS 4096
 #define MAX_ENV 4096
@@ -427,7 +428,10 @@ static bool proc_id_ok(const char *id)
 bool dataplane_route_exists(const char *const *seg, size_t n)
 {
         if (n == 1)
-                return !strcmp(seg[0], "exec") || !strcmp(seg[0], "processes");
+                return !strcmp(seg[0], "exec") || !strcmp(seg[0], "processes") ||
+                       !strcmp(seg[0], "files");
+        if (n == 2 && !strcmp(seg[0], "files"))
+                return !strcmp(seg[1], "list");
         if (!strcmp(seg[0], "processes"))
                 return n == 2 || (n == 3 && (!strcmp(seg[2], "signal") || !strcmp(seg[2], "stdin")));
         return false;
@@ -459,6 +463,8 @@ void dataplane_handle(struct api *a, struct api_req *req, struct sandbox *sb,
                 } else {
                         api_error(resp, 405, "invalid_argument", "method %s not allowed here", m);
                 }
+        } else if (!strcmp(seg[0], "files")) {
+                files_handle(a, req, sb, seg, n, resp);
         } else {
                 api_error(resp, 405, "invalid_argument", "method %s not allowed here", m);
         }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "files.h"
 
 void api_error(struct api_resp *resp, unsigned status, const char *code, const char *fmt, ...)
 {
@@ -145,8 +146,31 @@ char *utf8_sanitize(const uint8_t *s, size_t len, size_t *ret_len)
         return out;
 }
 
-static void req_free(struct api_req *req)
+static void resp_free(struct api_resp *resp)
 {
+        buf_free(&resp->body);
+        if (resp->body_fd >= 0)
+                close(resp->body_fd);
+        free(resp);
+}
+
+static struct api_resp *resp_new(void)
+{
+        struct api_resp *resp = calloc(1, sizeof(*resp));
+        if (resp) {
+                resp->status = 500;
+                resp->body_fd = -1;
+                buf_init(&resp->body, 0);
+        }
+        return resp;
+}
+
+static void req_free(struct api *a, struct api_req *req)
+{
+        if (req->upload)
+                files_upload_abort(a, req->upload);
+        if (req->early)
+                resp_free(req->early);
         buf_free(&req->body);
         free(req);
 }
@@ -168,11 +192,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 buf_init(&req->body, (size_t)a->cfg.max_body_bytes);
                 *con_cls = req;
                 atomic_fetch_add(&a->metrics.requests, 1);
+                /* A file upload streams its body to disk as it arrives: it
+                 * is authorized and opened now, from the headers alone. */
+                struct api_resp *early = resp_new();
+                if (!early)
+                        return MHD_NO;
+                if (!atomic_load(&a->draining) && files_upload_begin(a, req, early)) {
+                        req->streaming = true;
+                        if (!req->upload)
+                                req->early = early;
+                        else
+                                resp_free(early);
+                } else {
+                        resp_free(early);
+                }
                 return MHD_YES;
         }
         if (*upload_data_size) {
                 atomic_fetch_add(&a->metrics.bytes_in, *upload_data_size);
-                if (!req->body_too_large &&
+                if (req->streaming) {
+                        if (req->upload)
+                                files_upload_write(req->upload, upload_data, *upload_data_size);
+                } else if (!req->body_too_large &&
                     buf_append(&req->body, upload_data, *upload_data_size) < 0) {
                         req->body_too_large = true;
                         buf_free(&req->body);
@@ -181,9 +222,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 return MHD_YES;
         }
 
-        struct api_resp resp = { .status = 500 };
+        struct api_resp resp = { .status = 500, .body_fd = -1 };
         buf_init(&resp.body, 0);
-        if (req->body_too_large)
+        if (req->early) {
+                resp = *req->early;
+                free(req->early);
+                req->early = NULL;
+        } else if (req->upload) {
+                files_upload_finish(a, req->upload, &resp);
+                req->upload = NULL;
+        } else if (req->body_too_large)
                 api_error(&resp, 413, "too_large", "request body over %lld bytes",
                           (long long)a->cfg.max_body_bytes);
         else if (atomic_load(&a->draining))
@@ -191,13 +239,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         else
                 api_route(a, req, &resp);
 
-        struct MHD_Response *r = MHD_create_response_from_buffer(resp.body.len, resp.body.data,
-                                                                 MHD_RESPMEM_MUST_FREE);
-        if (!r) {
+        struct MHD_Response *r;
+        uint64_t out_len = resp.body.len;
+        if (resp.body_fd >= 0) {
+                /* A file: sent from its descriptor (sendfile), never read whole. */
                 buf_free(&resp.body);
-                return MHD_NO;
+                out_len = resp.body_fd_len;
+                r = MHD_create_response_from_fd64(resp.body_fd_len, resp.body_fd);
+                if (!r)
+                        close(resp.body_fd);
+        } else {
+                r = MHD_create_response_from_buffer(resp.body.len, resp.body.data,
+                                                    MHD_RESPMEM_MUST_FREE);
+                if (!r)
+                        buf_free(&resp.body);
+                resp.body.data = NULL; /* owned by r now */
         }
-        resp.body.data = NULL; /* owned by r now */
+        if (!r)
+                return MHD_NO;
         if (resp.content_type)
                 MHD_add_response_header(r, "Content-Type", resp.content_type);
         if (resp.retry_after[0])
@@ -205,7 +264,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         MHD_add_response_header(r, "Cache-Control", "no-store");
         enum MHD_Result ret = MHD_queue_response(conn, resp.status, r);
         MHD_destroy_response(r);
-        atomic_fetch_add(&a->metrics.bytes_out, resp.body.len);
+        atomic_fetch_add(&a->metrics.bytes_out, out_len);
         unsigned cls_i = resp.status / 100;
         if (cls_i < 6)
                 atomic_fetch_add(&a->metrics.responses_by_class[cls_i], 1);
@@ -219,7 +278,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
         if (*con_cls) {
-                req_free(*con_cls);
+                req_free(cls, *con_cls);
                 *con_cls = NULL;
         }
 }
@@ -265,6 +324,8 @@ int api_start(struct api *a, struct sbx_error *err)
                                   MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)a->cfg.max_connections,
                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                                  /* Room for big upload chunks: fewer, larger writes. */
+                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(1024 * 1024),
                                   MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
                                   MHD_OPTION_END);
         if (!a->mhd)

@@ -24,6 +24,9 @@ void metrics_render(struct api *a, struct api_resp *resp)
                       "sandboxd_http_bytes_total{direction=\"out\"} %llu\n",
                    (unsigned long long)atomic_load(&a->metrics.bytes_in),
                    (unsigned long long)atomic_load(&a->metrics.bytes_out));
+        buf_printf(b, "# TYPE sandboxd_http_rate_limited_total counter\n"
+                      "sandboxd_http_rate_limited_total %llu\n",
+                   (unsigned long long)atomic_load(&a->metrics.rate_limited));
         buf_printf(b, "# TYPE sandboxd_sandboxes gauge\n");
         static const char *const states[] = { "running", "suspended", "stopped" };
         for (int i = 0; i < 3; i++)

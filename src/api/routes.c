@@ -23,7 +23,7 @@ void api_reload_keys(struct api *a)
 {
         struct sbx_error err = { 0 };
         struct keyring *kr = NULL;
-        if (keys_load(a->state_dir, NULL, &kr, &err) < 0) {
+        if (keys_load(a->state_dir, a->keys_ext, &kr, &err) < 0) {
                 log_error("reload keys: %s", err.msg);
                 return;
         }
@@ -33,6 +33,23 @@ void api_reload_keys(struct api *a)
         pthread_mutex_unlock(&a->keys_lock);
         keyring_free(old);
         log_info("keys reloaded");
+}
+
+/* The per-deployment rate limit, taken once the caller is authenticated
+ * (so only a verified deployment id can own a bucket). True when refused,
+ * with resp set to 429 and Retry-After. */
+static bool rate_limited(struct api *a, const char *deployment, struct api_resp *resp)
+{
+        if (!a->ratelimit)
+                return false;
+        int64_t wait_s = ratelimit_take(a->ratelimit, deployment, mono_ms());
+        if (wait_s == 0)
+                return false;
+        atomic_fetch_add(&a->metrics.rate_limited, 1);
+        snprintf(resp->retry_after, sizeof(resp->retry_after), "%lld", (long long)wait_s);
+        api_error(resp, 429, "rate_limited",
+                  "too many requests for this deployment; retry in %lld s", (long long)wait_s);
+        return true;
 }
 
 /* "Bearer <token>" -> token, or NULL. */
@@ -169,7 +186,7 @@ static void control_plane(struct api *a, struct api_req *req, const char *name, 
                           struct api_resp *resp)
 {
         struct jwt_claims claims;
-        if (auth_identity(a, req, &claims, resp) < 0)
+        if (auth_identity(a, req, &claims, resp) < 0 || rate_limited(a, claims.sub, resp))
                 return;
         struct mgr_caller c = { .deployment = claims.sub, .account = claims.acct };
         struct sbx_error err = { 0 };
@@ -219,8 +236,7 @@ static void control_plane(struct api *a, struct api_req *req, const char *name, 
         }
 }
 
-/* Verify a data-plane credential for sandbox `name` and enter it. */
-static struct sandbox *auth_data_plane(struct api *a, struct api_req *req, const char *name,
+struct sandbox *api_enter_data_plane(struct api *a, struct api_req *req, const char *name,
                                        struct api_resp *resp)
 {
         const char *tok = bearer(req);
@@ -237,6 +253,8 @@ static struct sandbox *auth_data_plane(struct api *a, struct api_req *req, const
                 api_error(resp, 401, "unauthenticated", "%s", err.msg);
                 return NULL;
         }
+        if (rate_limited(a, cr.dep, resp))
+                return NULL;
         /* A credential is good for the one sandbox it was minted for. */
         if (strcmp(cr.name, name)) {
                 api_error(resp, 401, "unauthenticated", "credential is not for this sandbox");
@@ -306,7 +324,7 @@ void api_route(struct api *a, struct api_req *req, struct api_resp *resp)
                 api_error(resp, 404, "not_found", "no such route");
                 return;
         }
-        struct sandbox *sb = auth_data_plane(a, req, name, resp);
+        struct sandbox *sb = api_enter_data_plane(a, req, name, resp);
         if (!sb)
                 return;
         dataplane_handle(a, req, sb, (const char *const *)seg + 3, n - 3, resp);

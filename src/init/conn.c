@@ -193,6 +193,45 @@ void conn_reply(struct init_ctx *ctx, struct conn *c, const struct agent_msg *m)
         conn_schedule(ctx, c);
 }
 
+int conn_reply_fd(struct init_ctx *ctx, struct conn *c, int fd)
+{
+        uint8_t head[AGENT_HEADER_SIZE];
+        struct agent_msg m;
+        union {
+                char buf[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+        } u;
+
+        if (c->dead)
+                return -EPIPE;
+        /* The descriptor must travel with the frame's first byte: only when
+         * nothing else is queued on this connection. */
+        if (c->out_off != c->out.len)
+                return -EBUSY;
+        conn_unhold(c);
+        agent_msg_init(&m, AGENT_RESP_OK);
+        agent_header_encode(&m, head);
+        agent_msg_free(&m);
+        struct iovec iov = {head, AGENT_HEADER_SIZE};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                            .msg_controllen = sizeof(u.buf)};
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+        ssize_t n;
+        do
+                n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        while (n < 0 && errno == EINTR);
+        if (n != AGENT_HEADER_SIZE) {
+                conn_close(ctx, c);
+                return -EPIPE;
+        }
+        conn_schedule(ctx, c);
+        return 0;
+}
+
 void conn_reply_err(struct init_ctx *ctx, struct conn *c, enum agent_err code, const char *fmt,
                     ...)
 {

@@ -4,6 +4,7 @@
  * frame closes the connection, a bad value is answered AGENT_E_INVALID. */
 #include "init.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -613,12 +614,28 @@ static void handle_ping(struct init_ctx *ctx, struct conn *c)
         reply_built(ctx, c, &m, agent_put_str(&m, AGENT_T_VERSION, SANDBOXD_VERSION));
 }
 
+/* Hand the daemon a handle on this sandbox's root, so that its file
+ * endpoints resolve paths inside the sandbox (RESOLVE_IN_ROOT) and never
+ * on the host. O_PATH: the handle opens nothing by itself. */
+static void handle_root(struct init_ctx *ctx, struct conn *c)
+{
+        int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
+                conn_reply_err(ctx, c, AGENT_E_INTERNAL, "open /: %s", strerror(errno));
+                return;
+        }
+        int r = conn_reply_fd(ctx, c, fd);
+        close(fd);
+        if (r == -EBUSY)
+                conn_reply_err(ctx, c, AGENT_E_STATE, "root: answers pending on this connection");
+}
+
 void handle_request(struct init_ctx *ctx, struct conn *c, uint16_t type, const uint8_t *payload,
                     uint32_t len)
 {
         struct req rq = {0};
 
-        if (type < AGENT_REQ_PING || type > AGENT_REQ_STDIN) {
+        if (type < AGENT_REQ_PING || type > AGENT_REQ_ROOT) {
                 conn_protocol_error(ctx, c, "unknown request type");
                 return;
         }
@@ -639,6 +656,8 @@ void handle_request(struct init_ctx *ctx, struct conn *c, uint16_t type, const u
                 handle_signal(ctx, c, &rq);
         else if (type == AGENT_REQ_KILL)
                 handle_kill(ctx, c, &rq);
+        else if (type == AGENT_REQ_ROOT)
+                handle_root(ctx, c);
         else
                 handle_stdin(ctx, c, &rq);
         req_free(&rq);

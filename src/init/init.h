@@ -150,6 +150,8 @@ int conn_accept_all(struct init_ctx *ctx);
 void conn_on_event(struct init_ctx *ctx, struct conn *c, uint32_t events);
 /* Queue a reply frame (NULL: an empty OK); the held state is cleared. */
 void conn_reply(struct init_ctx *ctx, struct conn *c, const struct agent_msg *m);
+/* Answer OK with fd attached (SCM_RIGHTS); the caller still owns fd. */
+int conn_reply_fd(struct init_ctx *ctx, struct conn *c, int fd);
 void conn_reply_err(struct init_ctx *ctx, struct conn *c, enum agent_err code, const char *fmt,
                     ...) __attribute__((format(printf, 4, 5)));
 /* Hold c on p (linked into p->waiters). */

@@ -131,7 +131,7 @@ static void fill_spec(struct manager *m, struct sandbox *sb, char *rootfs, size_
         spec->dir = sb->dir;
         spec->rootfs = rootfs;
         spec->hostname = sb->rec.name;
-        spec->uid_base = m->cfg.uid_base + sb->rec.slot * UID_RANGE;
+        spec->uid_base = mgr_sandbox_uid(m, sb);
         spec->uid_count = UID_RANGE;
         spec->limits = m->cfg.limits;
         if (rt_image_rootfs(m->images_dir, sb->rec.image, rootfs, rootfs_len) < 0)
@@ -283,27 +283,55 @@ int mgr_check_account(struct manager *m, const char *account, struct sbx_error *
         return 0;
 }
 
-static size_t count_locked(struct manager *m, const char *dep, const char *acct)
+/* A deployment belongs to the account its sandboxes were made for. A token
+ * that names the deployment under another account (an issuer's mistake, or
+ * a forged claim of a trusted issuer) reaches none of them. */
+static bool owned_by(const struct sandbox *sb, const struct mgr_caller *c)
 {
-        size_t n = 0;
-        for (size_t i = 0; i < NBUCKETS; i++)
-                for (struct sandbox *sb = m->buckets[i]; sb; sb = sb->next)
-                        if (dep ? !strcmp(sb->rec.deployment, dep) : !strcmp(sb->rec.account, acct))
-                                n++;
-        return n;
+        return !strcmp(sb->rec.account, c->account);
 }
 
-/* Check caps and reserve a table entry for a new sandbox; m->lock held. */
+static int foreign_deployment(const struct mgr_caller *c, struct sbx_error *err)
+{
+        return sbx_error_set(err, EACCES, "deployment '%s' belongs to another account",
+                             c->deployment);
+}
+
+/* Sandboxes of the caller's deployment, of its account, and whether the
+ * deployment holds another account's; m->lock held. */
+struct usage {
+        size_t deployment, account;
+        bool foreign;
+};
+
+static void usage_locked(struct manager *m, const struct mgr_caller *c, struct usage *u)
+{
+        memset(u, 0, sizeof(*u));
+        for (size_t i = 0; i < NBUCKETS; i++)
+                for (struct sandbox *sb = m->buckets[i]; sb; sb = sb->next) {
+                        bool dep = !strcmp(sb->rec.deployment, c->deployment);
+                        bool mine = owned_by(sb, c);
+                        u->deployment += dep;
+                        u->account += mine;
+                        u->foreign |= dep && !mine;
+                }
+}
+
+/* Check caps and reserve a table entry for a new sandbox; m->lock held, so
+ * two attaches can never both take the last place. */
 static int create_entry_locked(struct manager *m, const struct mgr_caller *c, const char *name,
                                const char *cls, int64_t account_limit, struct sandbox **ret,
                                struct sbx_error *err)
 {
-        if (m->cfg.max_per_deployment > 0 &&
-            count_locked(m, c->deployment, NULL) >= (size_t)m->cfg.max_per_deployment)
+        struct usage u;
+        usage_locked(m, c, &u);
+        if (u.foreign)
+                return foreign_deployment(c, err);
+        if (m->cfg.max_per_deployment > 0 && u.deployment >= (size_t)m->cfg.max_per_deployment)
                 return sbx_error_set(err, EDQUOT, "deployment has %lld sandboxes, the cap",
                                      (long long)m->cfg.max_per_deployment),
                        -EDQUOT;
-        if (account_limit > 0 && count_locked(m, NULL, c->account) >= (size_t)account_limit)
+        if (account_limit > 0 && u.account >= (size_t)account_limit)
                 return sbx_error_set(err, EDQUOT, "account has %lld sandboxes, its limit",
                                      (long long)account_limit),
                        -EDQUOT;
@@ -349,6 +377,10 @@ int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
                 bool created = false;
                 pthread_mutex_lock(&m->lock);
                 struct sandbox *sb = find_locked(m, c->deployment, name);
+                if (sb && !owned_by(sb, c)) {
+                        pthread_mutex_unlock(&m->lock);
+                        return foreign_deployment(c, err);
+                }
                 if (!sb) {
                         int r = create_entry_locked(m, c, name, cls, acct.limit, &sb, err);
                         if (r < 0) {
@@ -390,12 +422,15 @@ int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
         }
 }
 
-/* Find and reference sb of the caller's deployment; -ENOENT otherwise. */
-static int lookup(struct manager *m, const char *dep, const char *name, struct sandbox **ret,
-                  struct sbx_error *err)
+/* Find and reference sb of deployment dep (and of the caller's account,
+ * when c is given); -ENOENT otherwise. */
+static int lookup(struct manager *m, const char *dep, const struct mgr_caller *c, const char *name,
+                  struct sandbox **ret, struct sbx_error *err)
 {
         pthread_mutex_lock(&m->lock);
         struct sandbox *sb = find_locked(m, dep, name);
+        if (sb && c && !owned_by(sb, c))
+                sb = NULL;
         if (sb)
                 sandbox_ref(sb);
         pthread_mutex_unlock(&m->lock);
@@ -409,7 +444,7 @@ int mgr_get(struct manager *m, const struct mgr_caller *c, const char *name, str
             struct sbx_error *err)
 {
         struct sandbox *sb;
-        int r = lookup(m, c->deployment, name, &sb, err);
+        int r = lookup(m, c->deployment, c, name, &sb, err);
         if (r < 0)
                 return r;
         pthread_mutex_lock(&sb->lock);
@@ -423,7 +458,9 @@ int mgr_list(struct manager *m, const struct mgr_caller *c, struct mgr_record **
              struct sbx_error *err)
 {
         pthread_mutex_lock(&m->lock);
-        size_t n = count_locked(m, c->deployment, NULL), i = 0;
+        struct usage u;
+        usage_locked(m, c, &u);
+        size_t n = u.deployment, i = 0;
         struct mgr_record *v = calloc(n ? n : 1, sizeof(*v));
         if (!v) {
                 pthread_mutex_unlock(&m->lock);
@@ -433,7 +470,7 @@ int mgr_list(struct manager *m, const struct mgr_caller *c, struct mgr_record **
          * plain words, and a list may show a transition a moment late. */
         for (size_t b = 0; b < NBUCKETS; b++)
                 for (struct sandbox *sb = m->buckets[b]; sb && i < n; sb = sb->next)
-                        if (!strcmp(sb->rec.deployment, c->deployment))
+                        if (!strcmp(sb->rec.deployment, c->deployment) && owned_by(sb, c))
                                 to_record(m, sb, &v[i++]);
         pthread_mutex_unlock(&m->lock);
         *ret = v;
@@ -456,7 +493,7 @@ static int suspend_locked(struct manager *m, struct sandbox *sb, const char *why
 int mgr_stop(struct manager *m, const struct mgr_caller *c, const char *name, struct sbx_error *err)
 {
         struct sandbox *sb;
-        int r = lookup(m, c->deployment, name, &sb, err);
+        int r = lookup(m, c->deployment, c, name, &sb, err);
         if (r < 0)
                 return r;
         pthread_mutex_lock(&sb->lock);
@@ -473,7 +510,7 @@ int mgr_delete(struct manager *m, const struct mgr_caller *c, const char *name,
                struct sbx_error *err)
 {
         struct sandbox *sb;
-        int r = lookup(m, c->deployment, name, &sb, err);
+        int r = lookup(m, c->deployment, c, name, &sb, err);
         if (r < 0)
                 return r;
         pthread_mutex_lock(&sb->lock);
@@ -490,7 +527,7 @@ int mgr_enter(struct manager *m, const char *deployment, const char *name, uint6
               struct sandbox **ret, struct sbx_error *err)
 {
         struct sandbox *sb;
-        int r = lookup(m, deployment, name, &sb, err);
+        int r = lookup(m, deployment, NULL, name, &sb, err);
         if (r < 0)
                 return r;
         if (sb->rec.id != id) {
@@ -525,6 +562,11 @@ void mgr_leave(struct manager *m, struct sandbox *sb)
 const char *mgr_sandbox_dir(const struct sandbox *sb)
 {
         return sb->dir;
+}
+
+uint32_t mgr_sandbox_uid(struct manager *m, const struct sandbox *sb)
+{
+        return m->cfg.uid_base + sb->rec.slot * UID_RANGE;
 }
 
 bool mgr_sandbox_gone(const struct sandbox *sb)

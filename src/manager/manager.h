@@ -7,7 +7,12 @@
  * Errors are -errno, mapped to API errors in exactly one place (api/):
  *   -EINVAL invalid_argument, -ENOENT not_found, -EDQUOT cap_reached,
  *   -EPERM not_enabled, -ENOTSUP unsupported_class, -EHOSTDOWN
- *   bring_up_failed, -EAGAIN unavailable. */
+ *   bring_up_failed, -EAGAIN unavailable, -EACCES unauthenticated (the
+ *   deployment belongs to another account).
+ *
+ * Tenancy: a sandbox is keyed by (deployment, name) and belongs to the
+ * account that created it; control-plane calls see only the sandboxes of
+ * their own deployment and account. */
 #pragma once
 
 #include <stdbool.h>
@@ -80,6 +85,8 @@ int mgr_enter(struct manager *m, const char *deployment, const char *name, uint6
 void mgr_leave(struct manager *m, struct sandbox *sb);
 /* The sandbox dir (holds agent.sock), valid while entered. */
 const char *mgr_sandbox_dir(const struct sandbox *sb);
+/* The host uid (and gid) that is root inside the sandbox. */
+uint32_t mgr_sandbox_uid(struct manager *m, const struct sandbox *sb);
 /* An agent call found no agent listening: if the sandbox's processes are
  * gone, mark it stopped and start it again. 0 when it runs again. */
 int mgr_recover(struct manager *m, struct sandbox *sb, struct sbx_error *err);

@@ -35,8 +35,16 @@ for b in build build-asan; do
         [ $rc -ne 0 ] && echo "$out" | tail -40
 done
 
-echo "== fuzz (bounded)"
-if tests/fuzz/run.sh "${FUZZ_SECONDS:-20}"; then count 1 0; else count 0 1; fi
+echo "== fuzz: identity token parser, ${FUZZ_SECONDS:-20} s"
+flog=$(mktemp)
+if tests/fuzz/run.sh "${FUZZ_SECONDS:-20}" >"$flog" 2>&1; then
+        grep -E "^Done|runs in" "$flog" | tail -1
+        count 1 0
+else
+        tail -60 "$flog"
+        count 0 1
+fi
+rm -f "$flog"
 
 echo "== integration tests (daemon built with ASan+UBSan)"
 ( cd clients/typescript && { [ -d node_modules ] || npm install --no-audit --no-fund --silent; } && npm run --silent build ) || count 0 1
@@ -45,10 +53,10 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 mapfile -t files < <(ls tests/integration/*.test.mjs clients/typescript/test/*.test.mjs 2>/dev/null)
 log=$(mktemp)
-node --test --test-reporter=tap "${files[@]}" 2>&1 | tee "$log" | grep -E "^(not ok|ok|# (tests|pass|fail|skipped|duration_ms))|^# Subtest" | grep -vE "^# Subtest"
+node --test --test-reporter=tap "${files[@]}" 2>&1 | tee "$log" | grep -E "^ *(not ok|ok) |^# (tests|pass|fail|skipped|duration_ms)"
 ipass=$(awk '/^# pass / {print $3}' "$log" | tail -1)
 ifail=$(awk '/^# fail / {print $3}' "$log" | tail -1)
-grep -q "^not ok" "$log" && grep -B2 -A30 "^not ok" "$log" | head -150
+grep -q "not ok" "$log" && grep -A30 "not ok" "$log" | grep -vE "^ +at |node:internal" | head -200
 count "${ipass:-0}" "${ifail:-1}"
 rm -f "$log"
 

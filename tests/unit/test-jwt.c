@@ -166,8 +166,10 @@ static char *make_token(const char *header, const char *payload, const struct si
         char *h = NULL, *p = NULL, *sig64 = NULL;
         assert_int_equal(b64url_encode(header, strlen(header), &h), 0);
         assert_int_equal(b64url_encode(payload, strlen(payload), &p), 0);
-        char *out = malloc(strlen(h) + strlen(p) + 200);
-        sprintf(out, "%s.%s", h, p);
+        size_t cap = strlen(h) + strlen(p) + 200;
+        char *out = malloc(cap);
+        assert_non_null(out);
+        snprintf(out, cap, "%s.%s", h, p);
         if (s && s->alg != T_NOSIG) {
                 unsigned char sig[128];
                 size_t n = test_sign(s, out, sig);

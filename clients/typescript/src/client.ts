@@ -1,0 +1,769 @@
+import {
+  SandboxNotEnabledError,
+  SandboxRequestError,
+  SandboxUnavailableError,
+} from "./errors.js";
+import type {
+  CombinedResult,
+  DirEntry,
+  ExecRequest,
+  ExecResult,
+  GrepMatch,
+  PollOptions,
+  ProcessOutput,
+  ProcessStatus,
+  RunOptions,
+  RunResult,
+  SandboxHandle,
+  SandboxOptions,
+  SandboxRecord,
+  Signal,
+  SpawnRequest,
+  StdinOptions,
+} from "./types.js";
+
+/** Sandbox names, as the server checks them. */
+const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+/**
+ * Process ids go into a URL path: the first character must not be a dot, so
+ * an id can never be a `.` or `..` segment that the URL parser would fold.
+ */
+const PROCESS_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+const SIGNALS: ReadonlySet<string> = new Set(["TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2"]);
+
+const DEFAULT_TIMEOUT_SECONDS = 30;
+/** Refresh a cached handle this long before it expires (less for short-lived ones). */
+const REFRESH_MARGIN_MS = 30_000;
+/** Longest long poll `run` asks for. */
+const RUN_MAX_WAIT_MS = 10_000;
+/** How long `run` waits for a killed process to be reported exited. */
+const RUN_DRAIN_MS = 5_000;
+const DEFAULT_INTERVAL_MS = 500;
+
+const encoder = new TextEncoder();
+
+type Reader<T> = (res: Response) => Promise<T>;
+
+interface RequestSpec {
+  method: "GET" | "POST" | "PUT" | "DELETE";
+  url: string;
+  headers: Record<string, string>;
+  body?: Uint8Array | string;
+  contentType?: string;
+  /** Aborts the request besides the client's own timeout (run's `signal`). */
+  signal?: AbortSignal;
+}
+
+interface CachedHandle {
+  handle: SandboxHandle;
+  sandboxClass: string;
+  /** Date.now() after which the handle is refreshed before use. */
+  refreshAt: number;
+}
+
+/**
+ * Client of a sandboxd server.
+ *
+ * Every method takes the sandbox name first. Data-plane methods attach on
+ * first use; the handle is cached per name, refreshed before it expires and
+ * re-fetched once when the sandbox rejects its credentials (401).
+ */
+export class SandboxClient {
+  readonly #token: string | undefined;
+  readonly #serverUrl: string | undefined;
+  readonly #timeoutMs: number;
+  readonly #fetch: typeof fetch;
+  readonly #handles = new Map<string, CachedHandle>();
+  readonly #attaching = new Map<string, Promise<CachedHandle>>();
+  /** Bumped by stop/delete so an attach already in flight does not re-cache. */
+  readonly #generation = new Map<string, number>();
+
+  constructor(options: SandboxOptions = {}) {
+    const env = typeof process !== "undefined" ? process.env : {};
+    this.#token = nonEmpty(options.identityToken) ?? nonEmpty(env.ASTRO_AUTHZ_TOKEN) ?? nonEmpty(env.SANDBOXD_TOKEN);
+    const server = nonEmpty(options.serverUrl) ?? issuerOf(this.#token);
+    this.#serverUrl = server === undefined ? undefined : stripSlashes(server);
+    const seconds = options.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS;
+    if (typeof seconds !== "number" || !Number.isFinite(seconds) || seconds <= 0) {
+      throw new RangeError("timeoutSeconds must be a positive number");
+    }
+    this.#timeoutMs = Math.ceil(seconds * 1000);
+    this.#fetch = options.fetchImpl ?? ((input, init) => fetch(input, init));
+  }
+
+  // ------------------------------------------------------------ control plane
+
+  /** Creates the sandbox on first call, reuses a running one, resumes a suspended one. */
+  async attach(name: string, sandboxClass?: string): Promise<SandboxHandle> {
+    checkName(name);
+    const entry = await this.#attachNow(name, sandboxClass ?? "default");
+    return copyHandle(entry.handle);
+  }
+
+  /** The sandbox's record. Carries no credentials. */
+  async get(name: string): Promise<SandboxRecord> {
+    checkName(name);
+    const body = await this.#control("GET", `/v1/sandboxes/${encodeURIComponent(name)}`, undefined, readJson);
+    return toRecord(body);
+  }
+
+  /** Every sandbox of the deployment. */
+  async list(): Promise<SandboxRecord[]> {
+    const body = await this.#control("GET", "/v1/sandboxes", undefined, readJson);
+    const rows = field(body, "sandboxes");
+    if (!Array.isArray(rows)) throw badResponse("list: no sandboxes array");
+    return rows.map(toRecord);
+  }
+
+  /** Suspends the sandbox's compute early. The next use resumes it. */
+  async stop(name: string): Promise<void> {
+    checkName(name);
+    this.#forget(name);
+    await this.#control("POST", `/v1/sandboxes/${encodeURIComponent(name)}/stop`, undefined, discard);
+    this.#forget(name);
+  }
+
+  /** Drops the sandbox and its filesystem. */
+  async delete(name: string): Promise<void> {
+    checkName(name);
+    this.#forget(name);
+    await this.#control("DELETE", `/v1/sandboxes/${encodeURIComponent(name)}`, undefined, discard);
+    this.#forget(name);
+  }
+
+  // ------------------------------------------------------------ commands
+
+  /** Runs argv to completion in one request; output buffered up to 1 MiB per stream. */
+  async exec(name: string, request: ExecRequest): Promise<ExecResult> {
+    const limit = Math.max(1, this.#timeoutMs - 1000);
+    let timeoutMs = request.timeoutMs;
+    if (timeoutMs === undefined || !Number.isFinite(timeoutMs) || timeoutMs <= 0) timeoutMs = limit;
+    const body = {
+      command: request.command,
+      cwd: request.cwd,
+      env: request.env,
+      timeoutMs: Math.min(Math.ceil(timeoutMs), limit),
+    };
+    const res = await this.#data(name, (ep) => jsonSpec("POST", `${ep}/exec`, body), readJson);
+    return toExecResult(res);
+  }
+
+  /** Runs a shell line with stderr folded into stdout, interleaved as a terminal shows it. */
+  async execCombined(name: string, command: string, timeoutMs?: number): Promise<CombinedResult> {
+    // `exec 2>&1` first, rather than appending `2>&1`, so the redirection covers
+    // every command of a list or pipeline and the shell's own syntax errors.
+    const request: ExecRequest = { command: ["/bin/sh", "-c", `exec 2>&1\n${command}`] };
+    if (timeoutMs !== undefined) request.timeoutMs = timeoutMs;
+    const r = await this.exec(name, request);
+    return { output: r.stdout, exitCode: r.exitCode, truncated: r.truncated };
+  }
+
+  /** Spawns the command and polls until it exits, with no output cap. */
+  async run(name: string, request: SpawnRequest, options: RunOptions = {}): Promise<RunResult> {
+    const signal = options.signal;
+    signal?.throwIfAborted();
+    const proc = await this.spawn(name, request);
+    const run = new RunState(proc, options);
+    try {
+      for (;;) {
+        const remaining = run.deadline - Date.now();
+        if (remaining <= 0) return await this.#stopRun(name, run, true);
+        const waitMs = Math.min(RUN_MAX_WAIT_MS, this.#maxWaitMs(), remaining);
+        let chunk: ProcessOutput;
+        try {
+          chunk = await this.#poll(name, proc.processId, run.stdoutNext, run.stderrNext, waitMs, signal);
+        } catch (err) {
+          if (signal?.aborted) return await this.#stopRun(name, run, false);
+          throw err;
+        }
+        const fresh = run.add(chunk, true);
+        if (chunk.state === "exited" && !fresh) {
+          await this.#reap(name, proc.processId);
+          return run.result(false, false);
+        }
+        if (fresh || chunk.state === "exited") continue;
+        const pause = Math.min(run.intervalMs, run.deadline - Date.now());
+        if (pause > 0 && !(await sleep(pause, signal))) return await this.#stopRun(name, run, false);
+        if (signal?.aborted) return await this.#stopRun(name, run, false);
+      }
+    } catch (err) {
+      // Do not leave the process running behind a failed run, unless the
+      // server is unreachable anyway.
+      if (!(err instanceof SandboxUnavailableError)) await this.#reap(name, proc.processId);
+      throw err;
+    }
+  }
+
+  /** Starts a command and returns at once; read its output with `poll`. */
+  async spawn(name: string, request: SpawnRequest): Promise<ProcessStatus> {
+    const body: Record<string, unknown> = { command: request.command, cwd: request.cwd, env: request.env };
+    if (request.stdin) body.stdin = true;
+    const res = await this.#data(name, (ep) => jsonSpec("POST", `${ep}/processes`, body), readJson);
+    return toStatus(res);
+  }
+
+  /** A process's status and the output after the offsets asked from. */
+  async poll(name: string, processId: string, options: PollOptions = {}): Promise<ProcessOutput> {
+    return this.#poll(name, processId, options.stdoutFrom ?? 0, options.stderrFrom ?? 0, options.waitMs ?? 0);
+  }
+
+  /** Every process the sandbox holds, running or exited and not yet killed. */
+  async processes(name: string): Promise<ProcessStatus[]> {
+    const body = await this.#data(name, (ep) => bareSpec("GET", `${ep}/processes`), readJson);
+    const rows = field(body, "processes");
+    if (!Array.isArray(rows)) throw badResponse("processes: no processes array");
+    return rows.map(toStatus);
+  }
+
+  /** Sends a signal (default TERM) to the process's group. */
+  async signal(name: string, processId: string, signal: Signal = "TERM"): Promise<void> {
+    const id = checkProcessId(processId);
+    if (!SIGNALS.has(signal)) throw new SandboxRequestError(400, "invalid_argument", `unknown signal '${String(signal)}'`);
+    await this.#data(name, (ep) => jsonSpec("POST", `${ep}/processes/${id}/signal`, { signal }), discard);
+  }
+
+  /** Stops the process if still running, then forgets it. */
+  async kill(name: string, processId: string): Promise<void> {
+    const id = checkProcessId(processId);
+    await this.#data(name, (ep) => bareSpec("DELETE", `${ep}/processes/${id}`), discard);
+  }
+
+  /** Writes to the stdin of a process spawned with `stdin: true`; `close` ends it. */
+  async stdin(name: string, processId: string, data: string | Uint8Array, options: StdinOptions = {}): Promise<void> {
+    const id = checkProcessId(processId);
+    const bytes = typeof data === "string" ? encoder.encode(data) : data;
+    const query = options.close ? "?close=true" : "";
+    await this.#data(name, (ep) => bytesSpec("POST", `${ep}/processes/${id}/stdin${query}`, bytes), discard);
+  }
+
+  // ------------------------------------------------------------ files
+
+  /** A file as text (UTF-8). 404 when the path cannot be read. */
+  async readFile(name: string, path: string): Promise<string> {
+    const bytes = await this.readFileBytes(name, path);
+    return new TextDecoder("utf-8", { ignoreBOM: true }).decode(bytes);
+  }
+
+  /** A file's bytes. 404 when the path cannot be read. */
+  async readFileBytes(name: string, path: string): Promise<Uint8Array> {
+    return this.#data(name, (ep) => bareSpec("GET", `${ep}/files?${pathQuery(path)}`), readBytes);
+  }
+
+  /** Writes text (UTF-8), creating parent directories. */
+  async writeFile(name: string, path: string, contents: string): Promise<void> {
+    await this.writeFileBytes(name, path, encoder.encode(contents));
+  }
+
+  /** Writes bytes, creating parent directories. */
+  async writeFileBytes(name: string, path: string, contents: Uint8Array): Promise<void> {
+    await this.#data(name, (ep) => bytesSpec("PUT", `${ep}/files?${pathQuery(path)}`, contents), discard);
+  }
+
+  /** A directory's entries. `path` defaults to `.` (the working directory). */
+  async listDir(name: string, path = "."): Promise<DirEntry[]> {
+    const body = await this.#data(name, (ep) => bareSpec("GET", `${ep}/files/list?${pathQuery(path)}`), readJson);
+    const rows = field(body, "entries");
+    if (!Array.isArray(rows)) throw badResponse("listDir: no entries array");
+    return rows.map((row) => ({ name: str(field(row, "name")), isDirectory: field(row, "isDirectory") === true }));
+  }
+
+  /** `grep -rn` for a pattern under a path (default `.`). Empty when nothing matches. */
+  async grep(name: string, pattern: string, path = "."): Promise<GrepMatch[]> {
+    // -H so a single file operand still prints its path; -- so a pattern or
+    // path starting with '-' is not taken as an option.
+    const r = await this.exec(name, { command: ["grep", "-rnH", "--", pattern, path] });
+    let text = r.stdout;
+    if (r.truncated && !text.endsWith("\n")) text = text.slice(0, text.lastIndexOf("\n") + 1);
+    const matches = parseGrep(text);
+    if (r.exitCode === 0 || r.exitCode === 1 || matches.length > 0) return matches;
+    const message = r.stderr.trim() || `grep exited with ${r.exitCode}`;
+    if (/no such file|not found|permission denied/i.test(message)) {
+      throw new SandboxRequestError(404, "not_found", message);
+    }
+    throw new SandboxRequestError(400, "invalid_argument", message);
+  }
+
+  // ------------------------------------------------------------ internals
+
+  async #poll(
+    name: string,
+    processId: string,
+    stdoutFrom: number,
+    stderrFrom: number,
+    waitMs: number,
+    signal?: AbortSignal,
+  ): Promise<ProcessOutput> {
+    const id = checkProcessId(processId);
+    const q = new URLSearchParams({ stdoutFrom: String(offset(stdoutFrom)), stderrFrom: String(offset(stderrFrom)) });
+    const wait = Math.min(Math.max(0, Math.floor(waitMs) || 0), this.#maxWaitMs());
+    if (wait > 0) q.set("waitMs", String(wait));
+    const body = await this.#data(
+      name,
+      (ep) => ({ ...bareSpec("GET", `${ep}/processes/${id}?${q.toString()}`), ...(signal ? { signal } : {}) }),
+      readJson,
+    );
+    return toOutput(body);
+  }
+
+  /** Longest server-side wait that still answers inside the request timeout. */
+  #maxWaitMs(): number {
+    return Math.max(0, this.#timeoutMs - 1000);
+  }
+
+  /** Stops a run's process (timeout or abort), collects what is left, reaps it. */
+  async #stopRun(name: string, run: RunState, timedOut: boolean): Promise<RunResult> {
+    const id = run.proc.processId;
+    try {
+      await this.signal(name, id, "KILL");
+    } catch (err) {
+      // Already exited or gone: nothing left to stop.
+      if (!(err instanceof SandboxRequestError)) throw err;
+    }
+    const until = Date.now() + RUN_DRAIN_MS;
+    try {
+      for (;;) {
+        const left = until - Date.now();
+        if (left <= 0) break;
+        const wait = Math.min(left, this.#maxWaitMs());
+        const chunk = await this.#poll(name, id, run.stdoutNext, run.stderrNext, wait);
+        const fresh = run.add(chunk, false);
+        if (chunk.state === "exited" && !fresh) break;
+      }
+    } catch (err) {
+      if (!(err instanceof SandboxRequestError)) throw err;
+    }
+    await this.#reap(name, id);
+    return run.result(timedOut, true);
+  }
+
+  /** Best-effort kill-and-forget, so finished runs do not fill the 64-process table. */
+  async #reap(name: string, processId: string): Promise<void> {
+    try {
+      await this.kill(name, processId);
+    } catch {
+      // The result is already known; a failed clean-up must not hide it.
+    }
+  }
+
+  /** A request to the control plane with the identity token. */
+  async #control<T>(method: RequestSpec["method"], path: string, body: unknown, read: Reader<T>): Promise<T> {
+    const base = this.#base();
+    const headers: Record<string, string> = { authorization: `Bearer ${this.#identityToken()}` };
+    const spec: RequestSpec =
+      body === undefined
+        ? { method, url: base + path, headers }
+        : { method, url: base + path, headers, body: JSON.stringify(body), contentType: "application/json" };
+    return this.#call(spec, read);
+  }
+
+  /**
+   * A request to a sandbox's data plane: attaches on first use, and re-attaches
+   * and retries exactly once when the credential is rejected (401). A 401 means
+   * the request was refused before it ran, so retrying cannot run it twice.
+   */
+  async #data<T>(name: string, build: (endpoint: string) => RequestSpec, read: Reader<T>): Promise<T> {
+    checkName(name);
+    const first = await this.#handle(name);
+    try {
+      return await this.#call(withHeaders(build(first.handle.endpoint), first.handle.headers), read);
+    } catch (err) {
+      if (!(err instanceof SandboxRequestError) || err.status !== 401) throw err;
+    }
+    const second = await this.#handle(name, first);
+    return this.#call(withHeaders(build(second.handle.endpoint), second.handle.headers), read);
+  }
+
+  /** A usable handle: the cached one unless stale (or the one that just failed). */
+  async #handle(name: string, failed?: CachedHandle): Promise<CachedHandle> {
+    const cur = this.#handles.get(name);
+    if (cur && cur !== failed && Date.now() < cur.refreshAt) return cur;
+    if (cur && cur === failed) this.#handles.delete(name);
+    // Concurrent callers share one attach.
+    let pending = this.#attaching.get(name);
+    if (!pending) {
+      pending = this.#attachNow(name, cur?.sandboxClass ?? failed?.sandboxClass ?? "default").finally(() => {
+        if (this.#attaching.get(name) === pending) this.#attaching.delete(name);
+      });
+      this.#attaching.set(name, pending);
+    }
+    return pending;
+  }
+
+  async #attachNow(name: string, sandboxClass: string): Promise<CachedHandle> {
+    const generation = this.#generation.get(name) ?? 0;
+    const [body, received, serverNow] = await this.#control(
+      "POST",
+      `/v1/sandboxes/${encodeURIComponent(name)}/attach`,
+      { class: sandboxClass },
+      async (res) => [await readJson(res), Date.now(), Date.parse(res.headers.get("date") ?? "")] as const,
+    );
+    const handle = toHandle(body);
+    // Measure the lifetime against the server's clock when it sent one, so a
+    // skewed local clock does not make every call re-attach. `Date` has
+    // one-second resolution: take the late end of that second.
+    const expires = Date.parse(handle.expiresAt);
+    const sentAt = Number.isFinite(serverNow) ? serverNow + 1000 : received;
+    const lifetime = Number.isFinite(expires) ? expires - sentAt : 0;
+    const margin = Math.min(REFRESH_MARGIN_MS, Math.max(0, lifetime) / 4);
+    const entry: CachedHandle = { handle, sandboxClass, refreshAt: received + lifetime - margin };
+    if ((this.#generation.get(name) ?? 0) === generation) this.#handles.set(name, entry);
+    return entry;
+  }
+
+  #forget(name: string): void {
+    this.#handles.delete(name);
+    this.#attaching.delete(name);
+    this.#generation.set(name, (this.#generation.get(name) ?? 0) + 1);
+  }
+
+  #identityToken(): string {
+    if (this.#token === undefined) {
+      throw new SandboxRequestError(
+        401,
+        "unauthenticated",
+        "no identity token: pass identityToken or set ASTRO_AUTHZ_TOKEN (or SANDBOXD_TOKEN)",
+      );
+    }
+    return this.#token;
+  }
+
+  #base(): string {
+    if (this.#serverUrl === undefined) {
+      this.#identityToken();
+      throw new SandboxRequestError(
+        400,
+        "invalid_argument",
+        "no server URL: pass serverUrl or use an identity token with an 'iss' claim",
+      );
+    }
+    return this.#serverUrl;
+  }
+
+  /**
+   * One HTTP exchange, bounded by the client's timeout (body included).
+   * Non-2xx becomes SandboxRequestError; no answer becomes
+   * SandboxUnavailableError and is never retried.
+   */
+  async #call<T>(spec: RequestSpec, read: Reader<T>): Promise<T> {
+    const timeout = AbortSignal.timeout(this.#timeoutMs);
+    const signal = spec.signal ? AbortSignal.any([timeout, spec.signal]) : timeout;
+    const headers: Record<string, string> = { ...spec.headers, accept: "application/json" };
+    if (spec.contentType) headers["content-type"] = spec.contentType;
+    const init: RequestInit = { method: spec.method, headers, signal, redirect: "manual" };
+    if (spec.body !== undefined) init.body = spec.body;
+    try {
+      const res = await this.#fetch(spec.url, init);
+      if (!res.ok) throw await toRequestError(res);
+      return await read(res);
+    } catch (err) {
+      if (err instanceof SandboxRequestError) throw err;
+      if (spec.signal?.aborted) throw spec.signal.reason;
+      const why = timeout.aborted ? `no answer within ${this.#timeoutMs} ms` : describe(err);
+      throw new SandboxUnavailableError(`${spec.method} ${redact(spec.url)}: ${why}`, err);
+    }
+  }
+}
+
+/** Output accumulated across a run's polls. */
+class RunState {
+  readonly proc: ProcessStatus;
+  readonly deadline: number;
+  readonly intervalMs: number;
+  readonly #onOutput: ((chunk: ProcessOutput) => void) | undefined;
+  #stdout: string[] = [];
+  #stderr: string[] = [];
+  #stdoutDropped = 0;
+  #stderrDropped = 0;
+  #last: ProcessOutput | undefined;
+  stdoutNext = 0;
+  stderrNext = 0;
+
+  constructor(proc: ProcessStatus, options: RunOptions) {
+    this.proc = proc;
+    this.#onOutput = options.onOutput;
+    const i = options.intervalMs;
+    this.intervalMs = i !== undefined && Number.isFinite(i) && i >= 0 ? i : DEFAULT_INTERVAL_MS;
+    const t = options.timeoutMs;
+    this.deadline = t !== undefined && Number.isFinite(t) && t >= 0 ? Date.now() + t : Number.POSITIVE_INFINITY;
+  }
+
+  /** Takes a chunk in; true when it moved the offsets (there may be more). */
+  add(chunk: ProcessOutput, notify: boolean): boolean {
+    this.#last = chunk;
+    if (chunk.stdout) this.#stdout.push(chunk.stdout);
+    if (chunk.stderr) this.#stderr.push(chunk.stderr);
+    this.#stdoutDropped += chunk.stdoutDropped;
+    this.#stderrDropped += chunk.stderrDropped;
+    const moved = chunk.stdoutNext > this.stdoutNext || chunk.stderrNext > this.stderrNext;
+    this.stdoutNext = Math.max(this.stdoutNext, chunk.stdoutNext);
+    this.stderrNext = Math.max(this.stderrNext, chunk.stderrNext);
+    if (notify && (chunk.stdout || chunk.stderr)) this.#onOutput?.(chunk);
+    return moved;
+  }
+
+  result(timedOut: boolean, killed: boolean): RunResult {
+    const last: ProcessStatus = this.#last ?? this.proc;
+    const out: RunResult = {
+      processId: last.processId,
+      command: last.command,
+      state: last.state,
+      startedAt: last.startedAt,
+      stdout: this.#stdout.join(""),
+      stderr: this.#stderr.join(""),
+      stdoutNext: this.stdoutNext,
+      stderrNext: this.stderrNext,
+      stdoutDropped: this.#stdoutDropped,
+      stderrDropped: this.#stderrDropped,
+      timedOut,
+      killed,
+    };
+    if (last.exitCode !== undefined) out.exitCode = last.exitCode;
+    if (last.exitedAt !== undefined) out.exitedAt = last.exitedAt;
+    return out;
+  }
+}
+
+// ---------------------------------------------------------------- helpers
+
+function nonEmpty(v: string | undefined): string | undefined {
+  return v === undefined || v === "" ? undefined : v;
+}
+
+function stripSlashes(url: string): string {
+  return url.replace(/\/+$/, "");
+}
+
+/** The `iss` claim of a JWT, decoded without verification (the server verifies). */
+function issuerOf(token: string | undefined): string | undefined {
+  if (!token) return undefined;
+  const part = token.split(".")[1];
+  if (!part || part.length > 65536) return undefined;
+  try {
+    const b64 = part.replace(/-/g, "+").replace(/_/g, "/");
+    const bin = atob(b64 + "=".repeat((4 - (b64.length % 4)) % 4));
+    const bytes = Uint8Array.from(bin, (c) => c.charCodeAt(0));
+    const claims: unknown = JSON.parse(new TextDecoder().decode(bytes));
+    const iss = field(claims, "iss");
+    return typeof iss === "string" && iss !== "" ? iss : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function checkName(name: string): void {
+  if (typeof name !== "string" || !NAME_RE.test(name)) {
+    throw new SandboxRequestError(
+      400,
+      "invalid_argument",
+      `invalid sandbox name ${JSON.stringify(name)}: must match ${NAME_RE.source}`,
+    );
+  }
+}
+
+function checkProcessId(id: string): string {
+  if (typeof id !== "string" || !PROCESS_ID_RE.test(id)) {
+    throw new SandboxRequestError(400, "invalid_argument", `invalid process id ${JSON.stringify(id)}`);
+  }
+  return encodeURIComponent(id);
+}
+
+function offset(n: number): number {
+  if (!Number.isSafeInteger(n) || n < 0) {
+    throw new SandboxRequestError(400, "invalid_argument", `invalid offset ${String(n)}`);
+  }
+  return n;
+}
+
+function pathQuery(path: string): string {
+  if (typeof path !== "string" || path === "") {
+    throw new SandboxRequestError(400, "invalid_argument", "path must be a non-empty string");
+  }
+  return new URLSearchParams({ path }).toString();
+}
+
+function bareSpec(method: RequestSpec["method"], url: string): RequestSpec {
+  return { method, url, headers: {} };
+}
+
+function jsonSpec(method: RequestSpec["method"], url: string, body: unknown): RequestSpec {
+  return { method, url, headers: {}, body: JSON.stringify(body), contentType: "application/json" };
+}
+
+function bytesSpec(method: RequestSpec["method"], url: string, body: Uint8Array): RequestSpec {
+  return { method, url, headers: {}, body, contentType: "application/octet-stream" };
+}
+
+function withHeaders(spec: RequestSpec, headers: Record<string, string>): RequestSpec {
+  return { ...spec, headers: { ...spec.headers, ...headers } };
+}
+
+async function readJson(res: Response): Promise<unknown> {
+  const text = await res.text();
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw badResponse(`${res.status} answer is not JSON`);
+  }
+}
+
+async function readBytes(res: Response): Promise<Uint8Array> {
+  return new Uint8Array(await res.arrayBuffer());
+}
+
+async function discard(res: Response): Promise<void> {
+  await res.arrayBuffer();
+}
+
+async function toRequestError(res: Response): Promise<SandboxRequestError> {
+  const text = await res.text();
+  let code = "";
+  let message = "";
+  try {
+    const err = field(JSON.parse(text), "error");
+    code = str(field(err, "code"));
+    message = str(field(err, "message"));
+  } catch {
+    // Not our error body (a proxy's page, say): keep the status alone.
+  }
+  if (!code) code = `http_${res.status}`;
+  if (!message) message = `HTTP ${res.status}${res.statusText ? ` ${res.statusText}` : ""}`;
+  if (res.status === 409 && code === "not_enabled") return new SandboxNotEnabledError(message);
+  return new SandboxRequestError(res.status, code, message);
+}
+
+function badResponse(what: string): SandboxRequestError {
+  return new SandboxRequestError(502, "invalid_response", `unexpected answer from the server: ${what}`);
+}
+
+function describe(err: unknown): string {
+  if (err instanceof Error) {
+    const cause = (err as { cause?: unknown }).cause;
+    const inner = cause instanceof Error ? `: ${cause.message}` : "";
+    return `${err.message}${inner}`;
+  }
+  return String(err);
+}
+
+/** Strips a URL's query (it may carry a path the caller considers private). */
+function redact(url: string): string {
+  const q = url.indexOf("?");
+  return q < 0 ? url : url.slice(0, q);
+}
+
+/** Sleeps; false when the signal aborted first. */
+function sleep(ms: number, signal?: AbortSignal): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve(false);
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve(true);
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+function parseGrep(text: string): GrepMatch[] {
+  const out: GrepMatch[] = [];
+  for (const line of text.split("\n")) {
+    const m = /^(.*?):(\d+):(.*)$/s.exec(line);
+    if (!m) continue; // "Binary file ... matches" and the like
+    out.push({ path: m[1] ?? "", line: Number(m[2]), text: m[3] ?? "" });
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- shapes
+
+function field(obj: unknown, key: string): unknown {
+  return obj !== null && typeof obj === "object" ? (obj as Record<string, unknown>)[key] : undefined;
+}
+
+function str(v: unknown): string {
+  return typeof v === "string" ? v : "";
+}
+
+function num(v: unknown): number {
+  return typeof v === "number" && Number.isFinite(v) ? v : 0;
+}
+
+function strings(v: unknown): string[] {
+  return Array.isArray(v) ? v.map((s) => String(s)) : [];
+}
+
+function toHandle(body: unknown): SandboxHandle {
+  const endpoint = field(body, "endpoint");
+  const headers = field(body, "headers");
+  if (typeof endpoint !== "string" || !/^https?:\/\//i.test(endpoint)) throw badResponse("attach: bad endpoint");
+  const clean: Record<string, string> = {};
+  if (headers !== null && typeof headers === "object") {
+    for (const [k, v] of Object.entries(headers)) if (typeof v === "string") clean[k] = v;
+  }
+  return {
+    name: str(field(body, "name")),
+    class: str(field(body, "class")) || "default",
+    state: str(field(body, "state")) || "running",
+    endpoint: stripSlashes(endpoint),
+    headers: clean,
+    expiresAt: str(field(body, "expiresAt")),
+  };
+}
+
+function copyHandle(h: SandboxHandle): SandboxHandle {
+  return { ...h, headers: { ...h.headers } };
+}
+
+function toRecord(body: unknown): SandboxRecord {
+  const rec: SandboxRecord = {
+    name: str(field(body, "name")),
+    class: str(field(body, "class")),
+    state: str(field(body, "state")),
+    createdAt: str(field(body, "createdAt")),
+    lastActiveAt: str(field(body, "lastActiveAt")),
+  };
+  const ceiling = field(body, "ceilingAt");
+  if (typeof ceiling === "string") rec.ceilingAt = ceiling;
+  return rec;
+}
+
+function toExecResult(body: unknown): ExecResult {
+  return {
+    exitCode: num(field(body, "exitCode")),
+    stdout: str(field(body, "stdout")),
+    stderr: str(field(body, "stderr")),
+    durationMs: num(field(body, "durationMs")),
+    timedOut: field(body, "timedOut") === true,
+    truncated: field(body, "truncated") === true,
+  };
+}
+
+function toStatus(body: unknown): ProcessStatus {
+  const processId = field(body, "processId");
+  if (typeof processId !== "string" || processId === "") throw badResponse("no processId");
+  const status: ProcessStatus = {
+    processId,
+    command: strings(field(body, "command")),
+    state: field(body, "state") === "exited" ? "exited" : "running",
+    startedAt: str(field(body, "startedAt")),
+  };
+  const exitCode = field(body, "exitCode");
+  const exitedAt = field(body, "exitedAt");
+  if (typeof exitCode === "number") status.exitCode = exitCode;
+  if (typeof exitedAt === "string") status.exitedAt = exitedAt;
+  return status;
+}
+
+function toOutput(body: unknown): ProcessOutput {
+  return {
+    ...toStatus(body),
+    stdout: str(field(body, "stdout")),
+    stderr: str(field(body, "stderr")),
+    stdoutNext: num(field(body, "stdoutNext")),
+    stderrNext: num(field(body, "stderrNext")),
+    stdoutDropped: num(field(body, "stdoutDropped")),
+    stderrDropped: num(field(body, "stderrDropped")),
+  };
+}

@@ -1,0 +1,2 @@
+/** `@sandboxd/client`: named, isolated sandboxes for AI agents. */
+export * from "./sandbox.js";

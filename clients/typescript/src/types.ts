@@ -1,0 +1,162 @@
+/** Options of {@link SandboxClient}. Every field is optional. */
+export interface SandboxOptions {
+  /**
+   * Identity token (a JWT) sent to the control plane.
+   * Default: `process.env.ASTRO_AUTHZ_TOKEN`, then `process.env.SANDBOXD_TOKEN`.
+   */
+  identityToken?: string;
+  /** Base URL of the control plane. Default: the `iss` claim of the identity token. */
+  serverUrl?: string;
+  /** Upper bound of every HTTP request, in seconds. Default 30. */
+  timeoutSeconds?: number;
+  /** The fetch implementation to use. Default: the global `fetch`. */
+  fetchImpl?: typeof fetch;
+}
+
+/** The answer of `attach`: where and how to reach a sandbox's data plane. */
+export interface SandboxHandle {
+  /** The sandbox name. */
+  name: string;
+  /** Always `default`. */
+  class: string;
+  /** `running`. */
+  state: string;
+  /** Base URL of the data plane, scheme included. */
+  endpoint: string;
+  /** Opaque credentials for the data plane. */
+  headers: Record<string, string>;
+  /** RFC 3339. When `headers` stop working. */
+  expiresAt: string;
+}
+
+export interface ExecRequest {
+  /** Argv. Not a shell line. */
+  command: string[];
+  /** Defaults to `/workspace`. */
+  cwd?: string;
+  env?: Record<string, string>;
+  /** Bounded to one second under the client's `timeoutSeconds`. */
+  timeoutMs?: number;
+}
+
+export interface ExecResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  durationMs: number;
+  /** Killed at its timeout rather than exiting. */
+  timedOut: boolean;
+  /** Output was cut at 1 MiB. */
+  truncated: boolean;
+}
+
+export interface SpawnRequest {
+  command: string[];
+  cwd?: string;
+  env?: Record<string, string>;
+  /**
+   * Give the process a stdin pipe, written with `SandboxClient.stdin`.
+   * Without it the process reads `/dev/null`.
+   */
+  stdin?: boolean;
+}
+
+export interface ProcessStatus {
+  processId: string;
+  command: string[];
+  state: "running" | "exited";
+  /** Absent while running. */
+  exitCode?: number;
+  /** RFC 3339. */
+  startedAt: string;
+  /** Absent while running. */
+  exitedAt?: string;
+}
+
+export interface ProcessOutput extends ProcessStatus {
+  /** Output after `stdoutFrom`. */
+  stdout: string;
+  /** Output after `stderrFrom`. */
+  stderr: string;
+  /** Pass as the next `stdoutFrom`. */
+  stdoutNext: number;
+  /** Pass as the next `stderrFrom`. */
+  stderrNext: number;
+  /** Bytes discarded before this read. */
+  stdoutDropped: number;
+  /** As above, for stderr. */
+  stderrDropped: number;
+}
+
+export interface PollOptions {
+  stdoutFrom?: number;
+  stderrFrom?: number;
+  /**
+   * Wait up to this long for new output or the exit before answering
+   * (a long poll). Bounded to one second under the client's `timeoutSeconds`.
+   * Default 0: answer at once.
+   */
+  waitMs?: number;
+}
+
+export interface RunOptions {
+  /** Minimum gap between two polls when a poll brought nothing new. Default 500. */
+  intervalMs?: number;
+  /** Called with each polled chunk that carries output. */
+  onOutput?: (chunk: ProcessOutput) => void;
+  /** Kill the process once this long has passed. Default: none. */
+  timeoutMs?: number;
+  /** Kill the process when this signal aborts. */
+  signal?: AbortSignal;
+}
+
+/**
+ * The final `ProcessOutput` of a `run`, where `stdout` and `stderr` hold the
+ * whole output read across every poll, `stdoutNext`/`stderrNext` the final
+ * offsets and `stdoutDropped`/`stderrDropped` the bytes lost in total.
+ */
+export interface RunResult extends ProcessOutput {
+  /** `timeoutMs` elapsed. */
+  timedOut: boolean;
+  /** Stopped by `timeoutMs` or `signal` rather than exiting. */
+  killed: boolean;
+}
+
+export type Signal = "TERM" | "KILL" | "INT" | "HUP" | "QUIT" | "USR1" | "USR2";
+
+export interface DirEntry {
+  name: string;
+  isDirectory: boolean;
+}
+
+export interface GrepMatch {
+  path: string;
+  line: number;
+  text: string;
+}
+
+export interface SandboxRecord {
+  name: string;
+  class: string;
+  /** `running`, `suspended`, or `stopped`. */
+  state: string;
+  /** RFC 3339. */
+  createdAt: string;
+  /** RFC 3339. */
+  lastActiveAt: string;
+  /** When the runtime reclaims it regardless of activity. Absent when nothing runs. */
+  ceilingAt?: string;
+}
+
+/** Options of `SandboxClient.stdin`. */
+export interface StdinOptions {
+  /** Close the process's stdin after writing `data`. */
+  close?: boolean;
+}
+
+/** The answer of `execCombined`. */
+export interface CombinedResult {
+  output: string;
+  exitCode: number;
+  truncated: boolean;
+}

@@ -69,8 +69,8 @@ int agent_signal_from_name(const char *name)
                 const char *name;
                 int sig;
         } table[] = {
-                {"TERM", SIGTERM}, {"KILL", SIGKILL}, {"INT", SIGINT},   {"HUP", SIGHUP},
-                {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+            {"TERM", SIGTERM}, {"KILL", SIGKILL}, {"INT", SIGINT},   {"HUP", SIGHUP},
+            {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
         };
         if (!name)
                 return -EINVAL;
@@ -555,7 +555,8 @@ int agent_exec(const char *dir, const struct agent_cmd *cmd, int64_t timeout_ms,
 
         agent_msg_init(&m, AGENT_REQ_EXEC);
         if ((r = put_cmd(&m, cmd)) < 0 ||
-            (timeout_ms > 0 && (r = agent_put_u64(&m, AGENT_T_TIMEOUT_MS, (uint64_t)timeout_ms)) < 0) ||
+            (timeout_ms > 0 &&
+             (r = agent_put_u64(&m, AGENT_T_TIMEOUT_MS, (uint64_t)timeout_ms)) < 0) ||
             (cmd->max_output && (r = agent_put_u64(&m, AGENT_T_MAX_OUTPUT, cmd->max_output)) < 0)) {
                 agent_msg_free(&m);
                 return build_error(err, r, "exec");
@@ -665,8 +666,7 @@ int agent_list(const char *dir, struct agent_proc_list *ret, struct sbx_error *e
 }
 
 /* A request whose OK answer carries nothing; m is freed. */
-static int simple_call(const char *dir, struct agent_msg *m, int timeout_ms,
-                       struct sbx_error *err)
+static int simple_call(const char *dir, struct agent_msg *m, int timeout_ms, struct sbx_error *err)
 {
         _cleanup_free_ uint8_t *payload = NULL;
         uint32_t len;
@@ -708,7 +708,8 @@ int agent_stdin(const char *dir, const char *proc_id, const void *data, size_t l
         int r;
 
         agent_msg_init(&m, AGENT_REQ_STDIN);
-        if ((r = put_id(&m, proc_id)) < 0 || (r = agent_put_bytes(&m, AGENT_T_DATA, data, len)) < 0 ||
+        if ((r = put_id(&m, proc_id)) < 0 ||
+            (r = agent_put_bytes(&m, AGENT_T_DATA, data, len)) < 0 ||
             (close && (r = agent_put_bool(&m, AGENT_T_CLOSE, true)) < 0)) {
                 agent_msg_free(&m);
                 return build_error(err, r, "stdin");
@@ -740,7 +741,9 @@ int agent_root(const char *dir, int *ret_fd, struct sbx_error *err)
         size_t have = 0;
         for (;;) {
                 struct iovec iov = {head, sizeof(head)};
-                struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                struct msghdr mh = {.msg_iov = &iov,
+                                    .msg_iovlen = 1,
+                                    .msg_control = u.buf,
                                     .msg_controllen = sizeof(u.buf)};
                 ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
                 if (n < 0 && errno == EINTR)
@@ -761,7 +764,8 @@ int agent_root(const char *dir, int *ret_fd, struct sbx_error *err)
                 have = (size_t)n;
                 break;
         }
-        if (have < sizeof(head) && (r = recv_full(fd, head + have, sizeof(head) - have, deadline)) < 0)
+        if (have < sizeof(head) &&
+            (r = recv_full(fd, head + have, sizeof(head) - have, deadline)) < 0)
                 return transport_error(err, r, "root");
         uint16_t type;
         uint32_t len;

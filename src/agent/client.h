@@ -46,18 +46,18 @@ static inline bool agent_is_transport_error(int r)
 struct agent_cmd {
         const char *const *argv; /* argc >= 1 */
         size_t argc;
-        const char *const *env;  /* "KEY=VALUE", override the defaults */
+        const char *const *env; /* "KEY=VALUE", override the defaults */
         size_t envc;
-        const char *cwd;         /* NULL: /workspace; relative: against it */
-        bool stdin_pipe;         /* spawn: give it a stdin pipe */
-        uint64_t max_output;     /* exec: bytes kept per stream; 0 = 1 MiB */
+        const char *cwd;     /* NULL: /workspace; relative: against it */
+        bool stdin_pipe;     /* spawn: give it a stdin pipe */
+        uint64_t max_output; /* exec: bytes kept per stream; 0 = 1 MiB */
 };
 
 struct agent_exec_result {
-        int exit_code;      /* status, or 128 + signal */
-        char *out;          /* stdout bytes, NUL terminated (not counted) */
+        int exit_code; /* status, or 128 + signal */
+        char *out;     /* stdout bytes, NUL terminated (not counted) */
         size_t out_len;
-        char *err;          /* stderr bytes, NUL terminated (not counted) */
+        char *err; /* stderr bytes, NUL terminated (not counted) */
         size_t err_len;
         int64_t duration_ms;
         bool timed_out;
@@ -66,7 +66,7 @@ struct agent_exec_result {
 
 struct agent_proc_status {
         char *id;
-        char **argv;        /* NULL terminated */
+        char **argv; /* NULL terminated */
         size_t argc;
         bool exited;
         int exit_code;      /* only when exited */
@@ -76,7 +76,7 @@ struct agent_proc_status {
 
 struct agent_poll_result {
         struct agent_proc_status status;
-        char *out;          /* NUL terminated (not counted) */
+        char *out; /* NUL terminated (not counted) */
         size_t out_len;
         char *err;
         size_t err_len;

@@ -34,8 +34,7 @@ static uint16_t get_le16(const uint8_t *p)
 
 static uint32_t get_le32(const uint8_t *p)
 {
-        return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-               (uint32_t)p[3] << 24;
+        return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 static uint64_t get_le64(const uint8_t *p)
@@ -141,8 +140,7 @@ int agent_msg_send(int fd, const struct agent_msg *m)
         return send_all(fd, m->payload.data, m->payload.len);
 }
 
-int agent_header_decode(const uint8_t in[AGENT_HEADER_SIZE], uint16_t *ret_type,
-                        uint32_t *ret_len)
+int agent_header_decode(const uint8_t in[AGENT_HEADER_SIZE], uint16_t *ret_type, uint32_t *ret_len)
 {
         uint32_t len = get_le32(in);
         uint16_t type = get_le16(in + 4);

@@ -204,6 +204,7 @@ int conn_reply_fd(struct init_ctx *ctx, struct conn *c, int fd)
 
         if (c->dead)
                 return -EPIPE;
+        memset(&u, 0, sizeof(u)); /* no uninitialised padding on the wire */
         /* The descriptor must travel with the frame's first byte: only when
          * nothing else is queued on this connection. */
         if (c->out_off != c->out.len)
@@ -213,7 +214,9 @@ int conn_reply_fd(struct init_ctx *ctx, struct conn *c, int fd)
         agent_header_encode(&m, head);
         agent_msg_free(&m);
         struct iovec iov = {head, AGENT_HEADER_SIZE};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = u.buf,
                             .msg_controllen = sizeof(u.buf)};
         struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
         cm->cmsg_level = SOL_SOCKET;
@@ -232,8 +235,7 @@ int conn_reply_fd(struct init_ctx *ctx, struct conn *c, int fd)
         return 0;
 }
 
-void conn_reply_err(struct init_ctx *ctx, struct conn *c, enum agent_err code, const char *fmt,
-                    ...)
+void conn_reply_err(struct init_ctx *ctx, struct conn *c, enum agent_err code, const char *fmt, ...)
 {
         struct agent_msg m;
         char msg[512];

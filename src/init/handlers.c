@@ -15,6 +15,9 @@
 #include "config.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+/* A single status (spawn, poll) may echo up to half a frame of command
+ * line: the rest leaves room for 2 x 1 MiB of output. */
+#define STATUS_ARGV_BUDGET (AGENT_MAX_PAYLOAD / 2)
 #define MAX_TIMEOUT_MS (400LL * 24 * 3600 * 1000) /* keeps deadline math far from overflow */
 
 struct req {
@@ -201,7 +204,7 @@ static void reply_status(struct init_ctx *ctx, struct conn *c, const struct proc
 {
         struct agent_msg m;
         agent_msg_init(&m, AGENT_RESP_OK);
-        reply_built(ctx, c, &m, put_status(&m, p, INIT_ARGV_MAX_BYTES + 4096));
+        reply_built(ctx, c, &m, put_status(&m, p, STATUS_ARGV_BUDGET));
 }
 
 /* The part of stream i a poll from offset `from` gets (see API.md). */
@@ -242,8 +245,8 @@ static bool poll_has_news(const struct proc *p, const uint64_t from[2])
 static int put_chunk(struct agent_msg *m, const struct proc *p, int i, uint64_t from)
 {
         static const uint16_t tags[2][3] = {
-                {AGENT_T_STDOUT, AGENT_T_STDOUT_NEXT, AGENT_T_STDOUT_DROPPED},
-                {AGENT_T_STDERR, AGENT_T_STDERR_NEXT, AGENT_T_STDERR_DROPPED},
+            {AGENT_T_STDOUT, AGENT_T_STDOUT_NEXT, AGENT_T_STDOUT_DROPPED},
+            {AGENT_T_STDERR, AGENT_T_STDERR_NEXT, AGENT_T_STDERR_DROPPED},
         };
         struct chunk ch = poll_chunk(p, i, from);
         size_t n = (size_t)(ch.end - ch.start);
@@ -267,7 +270,7 @@ static void reply_poll(struct init_ctx *ctx, struct conn *c, const struct proc *
         int r;
 
         agent_msg_init(&m, AGENT_RESP_OK);
-        if ((r = put_status(&m, p, INIT_ARGV_MAX_BYTES + 4096)) >= 0 &&
+        if ((r = put_status(&m, p, STATUS_ARGV_BUDGET)) >= 0 &&
             (r = put_chunk(&m, p, 0, from[0])) >= 0)
                 r = put_chunk(&m, p, 1, from[1]);
         reply_built(ctx, c, &m, r);
@@ -281,9 +284,9 @@ static void reply_exec(struct init_ctx *ctx, struct conn *c, const struct proc *
         agent_msg_init(&m, AGENT_RESP_OK);
         if ((r = agent_put_u64(&m, AGENT_T_EXIT_CODE, (uint64_t)(int64_t)p->exit_code)) >= 0 &&
             (r = agent_put_bytes(&m, AGENT_T_STDOUT, p->out[0].kept.data, p->out[0].kept.len)) >=
-                    0 &&
+                0 &&
             (r = agent_put_bytes(&m, AGENT_T_STDERR, p->out[1].kept.data, p->out[1].kept.len)) >=
-                    0 &&
+                0 &&
             (r = agent_put_u64(&m, AGENT_T_DURATION_MS,
                                (uint64_t)MAX(0, (p->exit_us - p->fork_us) / 1000))) >= 0 &&
             (r = agent_put_bool(&m, AGENT_T_TIMED_OUT, p->timed_out)) >= 0)
@@ -445,22 +448,21 @@ static void handle_start(struct init_ctx *ctx, struct conn *c, struct req *rq, b
                 return;
         }
         struct proc_spec spec = {
-                .argv = rq->argv,
-                .argc = rq->argc,
-                .env = env,
-                .cwd = cwd,
-                .stdin_pipe = !is_exec && rq->stdin_pipe,
-                .is_exec = is_exec,
-                .timeout_ms = (int64_t)MIN(rq->timeout_ms, (uint64_t)MAX_TIMEOUT_MS),
-                .max_output = rq->max_output && rq->max_output < AGENT_EXEC_MAX_OUTPUT
-                                      ? (size_t)rq->max_output
-                                      : AGENT_EXEC_MAX_OUTPUT,
+            .argv = rq->argv,
+            .argc = rq->argc,
+            .env = env,
+            .cwd = cwd,
+            .stdin_pipe = !is_exec && rq->stdin_pipe,
+            .is_exec = is_exec,
+            .timeout_ms = (int64_t)MIN(rq->timeout_ms, (uint64_t)MAX_TIMEOUT_MS),
+            .max_output = rq->max_output && rq->max_output < AGENT_EXEC_MAX_OUTPUT
+                              ? (size_t)rq->max_output
+                              : AGENT_EXEC_MAX_OUTPUT,
         };
         r = proc_start(ctx, &spec, &p, &err);
         env_free(env);
         if (r < 0) {
-                conn_reply_err(ctx, c, AGENT_E_INTERNAL, "cannot start the command: %s",
-                               err.msg);
+                conn_reply_err(ctx, c, AGENT_E_INTERNAL, "cannot start the command: %s", err.msg);
                 return;
         }
         if (is_exec)

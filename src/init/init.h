@@ -32,8 +32,8 @@ enum watch_kind { W_LISTEN, W_SIGNAL, W_CONN, W_STREAM, W_STDIN };
 /* What epoll_event.data.ptr points at. */
 struct watch {
         enum watch_kind kind;
-        void *owner;  /* struct conn / struct proc / NULL */
-        int index;    /* W_STREAM: 0 stdout, 1 stderr */
+        void *owner; /* struct conn / struct proc / NULL */
+        int index;   /* W_STREAM: 0 stdout, 1 stderr */
 };
 
 enum held_kind { HELD_NONE, HELD_EXEC, HELD_POLL, HELD_STDIN };
@@ -75,9 +75,9 @@ struct conn {
 
 struct stream {
         struct watch w;
-        int fd;            /* read end; -1 after EOF */
-        struct ring ring;  /* spawned processes */
-        struct buf kept;   /* execs: the first max_output bytes */
+        int fd;           /* read end; -1 after EOF */
+        struct ring ring; /* spawned processes */
+        struct buf kept;  /* execs: the first max_output bytes */
         bool truncated;
 };
 
@@ -121,6 +121,7 @@ struct init_ctx {
         int64_t listen_resume_us;
         struct watch listen_w, sig_w;
         struct rlimit child_nofile; /* the soft limit children get back */
+        bool restore_nofile;
 
         struct conn *conns;
         unsigned n_conns;
@@ -137,7 +138,7 @@ struct init_ctx {
 struct proc_spec {
         char **argv; /* NULL terminated, argc >= 1 */
         size_t argc;
-        char **env;  /* NULL terminated "K=V", complete */
+        char **env; /* NULL terminated "K=V", complete */
         const char *cwd;
         bool stdin_pipe;
         bool is_exec;
@@ -152,8 +153,8 @@ void conn_on_event(struct init_ctx *ctx, struct conn *c, uint32_t events);
 void conn_reply(struct init_ctx *ctx, struct conn *c, const struct agent_msg *m);
 /* Answer OK with fd attached (SCM_RIGHTS); the caller still owns fd. */
 int conn_reply_fd(struct init_ctx *ctx, struct conn *c, int fd);
-void conn_reply_err(struct init_ctx *ctx, struct conn *c, enum agent_err code, const char *fmt,
-                    ...) __attribute__((format(printf, 4, 5)));
+void conn_reply_err(struct init_ctx *ctx, struct conn *c, enum agent_err code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Hold c on p (linked into p->waiters). */
 void conn_hold(struct conn *c, struct proc *p, enum held_kind kind);
 void conn_unhold(struct conn *c);

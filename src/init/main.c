@@ -10,6 +10,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -97,8 +98,7 @@ static int listen_on_fd(struct init_ctx *ctx, int fd)
         if (!val)
                 return -EINVAL;
         int fl = fcntl(fd, F_GETFL);
-        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
-            fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
                 return -errno;
         ctx->listen_fd = fd;
         return 0;
@@ -176,13 +176,17 @@ static int setup(struct init_ctx *ctx, int listen_fd, const char *listen_path)
         if ((r = ensure_stdio()) < 0)
                 return r;
         umask(022);
+        /* A fixed threshold: big buffers (exec output, answers) always come
+         * from mmap and are returned when freed, instead of glibc raising
+         * the threshold and keeping them in a heap that never shrinks. */
+        mallopt(M_MMAP_THRESHOLD, 128 * 1024);
         /* Room for INIT_MAX_CONNS connections and every process's pipes;
          * children get the original soft limit back. */
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
                 ctx->child_nofile = rl;
                 rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? 65536 : MIN(rl.rlim_max, 65536);
-                if (rl.rlim_cur > ctx->child_nofile.rlim_cur)
-                        setrlimit(RLIMIT_NOFILE, &rl);
+                if (rl.rlim_cur > ctx->child_nofile.rlim_cur && setrlimit(RLIMIT_NOFILE, &rl) == 0)
+                        ctx->restore_nofile = true;
         }
         if ((r = setup_signals(ctx)) < 0)
                 return r;

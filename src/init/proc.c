@@ -93,7 +93,8 @@ static _Noreturn void child_run(const struct init_ctx *ctx, const struct proc_sp
          * connection: with one it could drive PID 1 or impersonate the
          * daemon. Everything above the report pipe goes. */
         close_from(4);
-        setrlimit(RLIMIT_NOFILE, &ctx->child_nofile);
+        if (ctx->restore_nofile)
+                setrlimit(RLIMIT_NOFILE, &ctx->child_nofile);
 
         if (chdir(spec->cwd) < 0)
                 child_fail(report, STAGE_CWD, errno);
@@ -114,8 +115,7 @@ static void proc_make_id(struct init_ctx *ctx, char out[48])
                 rnd = (uint64_t)mono_us() * 0x9E3779B97F4A7C15ull ^ (uint64_t)now_ms() ^
                       ((uint64_t)getpid() << 40);
         ctx->seq++;
-        snprintf(out, 48, "p%llu-%016llx", (unsigned long long)ctx->seq,
-                 (unsigned long long)rnd);
+        snprintf(out, 48, "p%llu-%016llx", (unsigned long long)ctx->seq, (unsigned long long)rnd);
 }
 
 struct proc *proc_find(struct init_ctx *ctx, const char *id)
@@ -306,10 +306,10 @@ int proc_start(struct init_ctx *ctx, const struct proc_spec *spec, struct proc *
         proc_make_id(ctx, p->id);
 
         struct child_fds cf = {
-                .in = spec->stdin_pipe ? sp.in[0] : ctx->devnull_fd,
-                .out = sp.out[1],
-                .err = sp.err[1],
-                .report = sp.report[1],
+            .in = spec->stdin_pipe ? sp.in[0] : ctx->devnull_fd,
+            .out = sp.out[1],
+            .err = sp.err[1],
+            .report = sp.report[1],
         };
         p->fork_us = mono_us();
         p->started_at = now_ms();
@@ -478,9 +478,10 @@ static void proc_read_report(struct proc *p)
         const char *what = p->argc ? p->argv[0] : "";
         int len;
         if (rep.stage == STAGE_CWD)
-                len = snprintf(line, sizeof(line),
-                               "sandbox-init: cannot run '%.200s': %s (working directory '%.200s')\n",
-                               what, strerror(rep.err), p->cwd ? p->cwd : "");
+                len =
+                    snprintf(line, sizeof(line),
+                             "sandbox-init: cannot run '%.200s': %s (working directory '%.200s')\n",
+                             what, strerror(rep.err), p->cwd ? p->cwd : "");
         else
                 len = snprintf(line, sizeof(line), "sandbox-init: cannot run '%.200s': %s\n", what,
                                strerror(rep.err));
@@ -534,9 +535,8 @@ static void stdin_answer(struct init_ctx *ctx, struct proc *p, int error)
                 if (c->held != HELD_STDIN)
                         continue;
                 if (error)
-                        conn_reply_err(ctx, c, AGENT_E_STATE,
-                                       "cannot write to the stdin of %s: %s", p->id,
-                                       strerror(error));
+                        conn_reply_err(ctx, c, AGENT_E_STATE, "cannot write to the stdin of %s: %s",
+                                       p->id, strerror(error));
                 else if (c->stdin_target <= p->in_written)
                         conn_reply(ctx, c, NULL);
         }

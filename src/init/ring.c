@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../agent/proto.h"
 
@@ -13,16 +14,21 @@ _Static_assert((AGENT_RING_SIZE & (AGENT_RING_SIZE - 1)) == 0, "ring size is a p
 
 int ring_alloc(struct ring *r)
 {
-        /* Pages are only touched as output arrives, so a quiet process costs
-         * little even though the whole ring is reserved up front. */
-        r->data = malloc(AGENT_RING_SIZE);
+        /* Anonymous memory of its own: pages are only touched as output
+         * arrives (a quiet process costs next to nothing) and all of it goes
+         * back to the kernel when the process is forgotten, rather than
+         * staying in the heap and counting against the sandbox's memory. */
+        void *p =
+            mmap(NULL, AGENT_RING_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        r->data = p == MAP_FAILED ? NULL : p;
         r->total = 0;
         return r->data ? 0 : -ENOMEM;
 }
 
 void ring_free(struct ring *r)
 {
-        free(r->data);
+        if (r->data)
+                munmap(r->data, AGENT_RING_SIZE);
         r->data = NULL;
 }
 

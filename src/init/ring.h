@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 struct ring {
-        uint8_t *data; /* AGENT_RING_SIZE bytes, NULL until ring_alloc */
+        uint8_t *data;  /* AGENT_RING_SIZE bytes, NULL until ring_alloc */
         uint64_t total; /* bytes ever written */
 };
 

@@ -14,6 +14,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -92,8 +93,7 @@ static char *spawn_ok(const struct agent_cmd *c)
         return id;
 }
 
-static void poll_ok(const char *id, uint64_t of, uint64_t ef, int wait,
-                    struct agent_poll_result *r)
+static void poll_ok(const char *id, uint64_t of, uint64_t ef, int wait, struct agent_poll_result *r)
 {
         struct sbx_error err = {0};
         int rc = agent_poll(dir, id, of, ef, wait, r, &err);
@@ -223,7 +223,8 @@ static void test_exec_env_cwd(void **state)
         agent_exec_result_free(&r);
 
         /* HOSTNAME is set; the signal state is clean */
-        c = cmd(CMD("sh", "-c", "test -n \"$HOSTNAME\" && grep -E '^Sig(Blk|Ign)' /proc/self/status"));
+        c = cmd(
+            CMD("sh", "-c", "test -n \"$HOSTNAME\" && grep -E '^Sig(Blk|Ign)' /proc/self/status"));
         r = exec_ok(&c, 5000);
         assert_int_equal(r.exit_code, 0);
         assert_string_equal(r.out, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
@@ -247,8 +248,8 @@ static void test_exec_failures(void **state)
         struct agent_cmd c = cmd(CMD("no-such-command-xyz"));
         struct agent_exec_result r = exec_ok(&c, 5000);
         assert_int_equal(r.exit_code, 127);
-        assert_string_equal(r.err,
-                            "sandbox-init: cannot run 'no-such-command-xyz': No such file or directory\n");
+        assert_string_equal(
+            r.err, "sandbox-init: cannot run 'no-such-command-xyz': No such file or directory\n");
         agent_exec_result_free(&r);
 
         char path[400];
@@ -332,7 +333,7 @@ static void test_exec_background(void **state)
 static void test_exec_truncated(void **state)
 {
         struct agent_cmd c = cmd(
-                CMD("sh", "-c", "head -c 3145728 /dev/zero | tr '\\0' a; head -c 10 /dev/zero >&2"));
+            CMD("sh", "-c", "head -c 3145728 /dev/zero | tr '\\0' a; head -c 10 /dev/zero >&2"));
         struct agent_exec_result r = exec_ok(&c, 10000);
         assert_int_equal(r.exit_code, 0);
         assert_true(r.truncated);
@@ -359,7 +360,7 @@ static void test_exec_truncated(void **state)
 static void test_spawn_ring(void **state)
 {
         struct agent_cmd c =
-                cmd(CMD("sh", "-c", "head -c 3145728 /dev/zero | tr '\\0' b; echo done >&2"));
+            cmd(CMD("sh", "-c", "head -c 3145728 /dev/zero | tr '\\0' b; echo done >&2"));
         char *id = spawn_ok(&c);
         struct agent_poll_result p = {0};
         struct sbx_error err = {0};
@@ -418,7 +419,7 @@ static void test_poll_wait(void **state)
         int64_t t0 = mono_ms();
         poll_ok(id, 0, 0, 10000, &p);
         int64_t took = elapsed_ms(t0);
-        assert_true(took >= 250 && took < 500);
+        assert_true(took >= 250 && took < 900);
         assert_string_equal(p.out, "x\n");
         assert_false(p.status.exited);
         uint64_t next = p.out_next;
@@ -427,7 +428,7 @@ static void test_poll_wait(void **state)
         t0 = mono_ms();
         poll_ok(id, next, 0, 10000, &p);
         took = elapsed_ms(t0);
-        assert_true(took >= 250 && took < 500);
+        assert_true(took >= 250 && took < 900);
         assert_true(p.status.exited);
         assert_int_equal(p.status.exit_code, 4);
         assert_int_equal(p.out_len, 0);
@@ -436,7 +437,7 @@ static void test_poll_wait(void **state)
         /* an exited process answers at once even with a wait */
         t0 = mono_ms();
         poll_ok(id, next, 0, 10000, &p);
-        assert_true(elapsed_ms(t0) < 100);
+        assert_true(elapsed_ms(t0) < 300);
         agent_poll_result_free(&p);
         kill_all();
         free(id);
@@ -447,7 +448,7 @@ static void test_poll_wait(void **state)
         t0 = mono_ms();
         poll_ok(id, 0, 0, 200, &p);
         took = elapsed_ms(t0);
-        assert_true(took >= 190 && took < 400);
+        assert_true(took >= 190 && took < 800);
         assert_false(p.status.exited);
         assert_int_equal(p.out_len + p.err_len, 0);
         agent_poll_result_free(&p);
@@ -459,7 +460,7 @@ static void test_utf8_split(void **state)
 {
         /* U+20AC is E2 82 AC: the first two bytes come, then the third */
         struct agent_cmd c =
-                cmd(CMD("sh", "-c", "printf 'a\\342\\202'; sleep 0.5; printf '\\254 ok'; sleep 0.2"));
+            cmd(CMD("sh", "-c", "printf 'a\\342\\202'; sleep 0.5; printf '\\254 ok'; sleep 0.2"));
         char *id = spawn_ok(&c);
         struct agent_poll_result p = {0};
 
@@ -651,7 +652,7 @@ static void test_held_does_not_block(void **state)
         /* another connection is served meanwhile */
         int64_t t0 = mono_ms();
         assert_int_equal(agent_ping(dir, 1000, &err), 0);
-        assert_true(elapsed_ms(t0) < 100);
+        assert_true(elapsed_ms(t0) < 300);
 
         /* a held exec whose client leaves keeps running, then is forgotten */
         assert_int_equal(agent_connect(dir, &fd2, &err), 0);
@@ -775,6 +776,70 @@ static void test_many_connections(void **state)
         }
 }
 
+static void test_big_argv(void **state)
+{
+        enum { N = 4000, LEN = 250 };
+        const char **argv = calloc(N + 1, sizeof(char *));
+        char *arg = malloc(LEN + 1);
+        struct agent_proc_status st = {0};
+        struct agent_poll_result p = {0};
+        struct agent_proc_list l = {0};
+        struct sbx_error err = {0};
+
+        assert_non_null(argv);
+        assert_non_null(arg);
+        memset(arg, 'q', LEN);
+        arg[LEN] = '\0';
+        argv[0] = "sh";
+        argv[1] = "-c";
+        argv[2] = "echo $#";
+        argv[3] = "sh";
+        for (int i = 4; i < N; i++)
+                argv[i] = arg;
+        struct agent_cmd c = cmd(argv);
+        char *id = spawn_ok(&c);
+        wait_exit(id, &p);
+        assert_int_equal(atoi(p.out), N - 4);
+        assert_int_equal(p.status.argc, N);
+        agent_poll_result_free(&p);
+        /* LIST cuts each command to its share of one frame */
+        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(l.n, 1);
+        assert_true(l.procs[0].argc > 100 && l.procs[0].argc < N);
+        agent_proc_list_free(&l);
+        kill_all();
+        free(id);
+
+        /* more than 1 MiB of command line is refused */
+        char *big = malloc(301);
+        assert_non_null(big);
+        memset(big, 'q', 300);
+        big[300] = '\0';
+        for (int i = 4; i < N; i++)
+                argv[i] = big; /* 4000 x 301 bytes */
+        assert_int_equal(agent_spawn(dir, &c, &st, &err), -EINVAL);
+        free(big);
+        free(arg);
+        free(argv);
+}
+
+static void test_root(void **state)
+{
+        struct sbx_error err = {0};
+        struct stat a, b;
+        int fd = -1;
+
+        /* Outside a sandbox the agent's "/" is the host's. */
+        assert_int_equal(agent_root(dir, &fd, &err), 0);
+        assert_true(fd >= 0);
+        assert_int_equal(fstat(fd, &a), 0);
+        assert_int_equal(stat("/", &b), 0);
+        assert_true(a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+        assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+        close(fd);
+        assert_int_equal(agent_ping(dir, 1000, &err), 0);
+}
+
 /* Zombies: count children of sandbox-init in state Z. */
 static int zombies_of(pid_t parent)
 {
@@ -808,7 +873,8 @@ static int zombies_of(pid_t parent)
 
 static void test_orphans_reaped(void **state)
 {
-        struct agent_cmd c = cmd(CMD("sh", "-c", "i=0; while [ $i -lt 500 ]; do (true &) ; i=$((i+1)); done"));
+        struct agent_cmd c =
+            cmd(CMD("sh", "-c", "i=0; while [ $i -lt 500 ]; do (true &) ; i=$((i+1)); done"));
         struct agent_exec_result r = exec_ok(&c, 60000);
         assert_int_equal(r.exit_code, 0);
         agent_exec_result_free(&r);
@@ -826,7 +892,8 @@ static void test_survives_signals(void **state)
 {
         /* Outside a pid namespace, only check what does not kill: a TERM
          * storm on the workload's own group leaves the agent serving. */
-        struct agent_cmd c = cmd(CMD("sh", "-c", "kill -PIPE $PPID 2>/dev/null; kill -CHLD $PPID; true"));
+        struct agent_cmd c =
+            cmd(CMD("sh", "-c", "kill -PIPE $PPID 2>/dev/null; kill -CHLD $PPID; true"));
         struct agent_exec_result r = exec_ok(&c, 5000);
         agent_exec_result_free(&r);
         struct sbx_error err = {0};
@@ -843,6 +910,86 @@ static void test_survives_signals(void **state)
         assert_non_null(strstr(buf, "SigIgn:\t0000000000001000")); /* only SIGPIPE */
 }
 
+/* As PID 1 of a new pid namespace (needs root; skipped otherwise): signals
+ * from the workload do nothing, orphans are reaped. */
+static void test_pid1(void **state)
+{
+        char pdir[300], sock[320];
+        int pfd[2];
+
+        snprintf(pdir, sizeof(pdir), "%s/pid1", dir);
+        assert_int_equal(mkdir(pdir, 0700), 0);
+        snprintf(sock, sizeof(sock), "--listen=%s/agent.sock", pdir);
+        assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
+        pid_t mid = fork();
+        assert_true(mid >= 0);
+        if (mid == 0) {
+                if (unshare(CLONE_NEWPID) < 0)
+                        _exit(77);
+                pid_t p1 = fork();
+                if (p1 == 0) {
+                        execl(init_path, init_path, sock, (char *)NULL);
+                        _exit(127);
+                }
+                ssize_t n = write(pfd[1], &p1, sizeof(p1));
+                (void)n;
+                waitpid(p1, NULL, 0);
+                _exit(0);
+        }
+        close(pfd[1]);
+        pid_t host_pid = -1;
+        ssize_t n = read(pfd[0], &host_pid, sizeof(host_pid));
+        close(pfd[0]);
+        if (n != (ssize_t)sizeof(host_pid)) {
+                int st;
+                waitpid(mid, &st, 0);
+                rmdir(pdir);
+                skip();
+        }
+
+        struct sbx_error err = {0};
+        bool up = false;
+        for (int i = 0; i < 300 && !up; i++) {
+                up = agent_ping(pdir, 1000, &err) == 0;
+                if (!up)
+                        msleep(10);
+        }
+        assert_true(up);
+        struct agent_cmd c = cmd_in(CMD("sh", "-c",
+                                        "echo $$; for s in TERM INT HUP QUIT USR1 USR2 PIPE STOP "
+                                        "KILL; do kill -$s 1; done"),
+                                    "/");
+        struct agent_exec_result r = {0};
+        assert_int_equal(agent_exec(pdir, &c, 5000, &r, &err), 0);
+        assert_int_equal(atoi(r.out), 2); /* the first child of PID 1 */
+        agent_exec_result_free(&r);
+        msleep(100);
+        assert_int_equal(agent_ping(pdir, 1000, &err), 0);
+        assert_int_equal(kill(host_pid, 0), 0);
+
+        c = cmd_in(CMD("sh", "-c", "i=0; while [ $i -lt 500 ]; do (true &) ; i=$((i+1)); done"),
+                   "/");
+        assert_int_equal(agent_exec(pdir, &c, 60000, &r, &err), 0);
+        assert_int_equal(r.exit_code, 0);
+        agent_exec_result_free(&r);
+        int z = 0;
+        for (int i = 0; i < 100; i++) {
+                if ((z = zombies_of(host_pid)) == 0)
+                        break;
+                msleep(20);
+        }
+        assert_int_equal(z, 0);
+
+        /* Only SIGKILL from outside stops it. */
+        kill(host_pid, SIGKILL);
+        int st;
+        assert_int_equal(waitpid(mid, &st, 0), mid);
+        char path[340];
+        snprintf(path, sizeof(path), "%s/agent.sock", pdir);
+        unlink(path);
+        rmdir(pdir);
+}
+
 int main(int argc, char **argv)
 {
         init_path = argc > 1 ? argv[1] : getenv("SANDBOX_INIT");
@@ -852,25 +999,28 @@ int main(int argc, char **argv)
         }
         signal(SIGPIPE, SIG_IGN);
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_ping),
-                cmocka_unit_test(test_exec_basic),
-                cmocka_unit_test(test_exec_env_cwd),
-                cmocka_unit_test(test_exec_failures),
-                cmocka_unit_test(test_exec_signal_exit),
-                cmocka_unit_test(test_exec_timeout),
-                cmocka_unit_test(test_exec_background),
-                cmocka_unit_test(test_exec_truncated),
-                cmocka_unit_test(test_spawn_ring),
-                cmocka_unit_test(test_poll_wait),
-                cmocka_unit_test(test_utf8_split),
-                cmocka_unit_test(test_signal_group),
-                cmocka_unit_test(test_cap),
-                cmocka_unit_test(test_stdin),
-                cmocka_unit_test(test_held_does_not_block),
-                cmocka_unit_test(test_protocol_errors),
-                cmocka_unit_test(test_many_connections),
-                cmocka_unit_test(test_orphans_reaped),
-                cmocka_unit_test(test_survives_signals),
+            cmocka_unit_test(test_ping),
+            cmocka_unit_test(test_exec_basic),
+            cmocka_unit_test(test_exec_env_cwd),
+            cmocka_unit_test(test_exec_failures),
+            cmocka_unit_test(test_exec_signal_exit),
+            cmocka_unit_test(test_exec_timeout),
+            cmocka_unit_test(test_exec_background),
+            cmocka_unit_test(test_exec_truncated),
+            cmocka_unit_test(test_spawn_ring),
+            cmocka_unit_test(test_poll_wait),
+            cmocka_unit_test(test_utf8_split),
+            cmocka_unit_test(test_signal_group),
+            cmocka_unit_test(test_cap),
+            cmocka_unit_test(test_stdin),
+            cmocka_unit_test(test_held_does_not_block),
+            cmocka_unit_test(test_protocol_errors),
+            cmocka_unit_test(test_many_connections),
+            cmocka_unit_test(test_root),
+            cmocka_unit_test(test_big_argv),
+            cmocka_unit_test(test_orphans_reaped),
+            cmocka_unit_test(test_survives_signals),
+            cmocka_unit_test(test_pid1),
         };
         return cmocka_run_group_tests(tests, start_init, stop_init);
 }

@@ -273,10 +273,10 @@ static void test_garbage(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_send_recv),
-                cmocka_unit_test(test_bad_headers),     cmocka_unit_test(test_oversize),
-                cmocka_unit_test(test_malformed_fields), cmocka_unit_test(test_field_count),
-                cmocka_unit_test(test_garbage),
+            cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_send_recv),
+            cmocka_unit_test(test_bad_headers),      cmocka_unit_test(test_oversize),
+            cmocka_unit_test(test_malformed_fields), cmocka_unit_test(test_field_count),
+            cmocka_unit_test(test_garbage),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

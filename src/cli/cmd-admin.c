@@ -34,7 +34,7 @@ int cmd_account(int argc, char **argv)
                                "       sandboxd account disable ACCOUNT\n"
                                "       sandboxd account list\n\n"
                                "  --limit N                  sandboxes across the account's "
-                               "deployments (0 = none)\n");
+                               "deployments (0 = no limit)\n");
                         settings_usage(0);
                         return 0;
                 }

@@ -80,6 +80,56 @@ static int instance_id(const char *state, char out[17])
         return 0;
 }
 
+/* "a.pem, b.pem" -> a NULL-terminated array of trimmed, non-empty paths
+ * pointing into *ret_copy (both malloc'd). */
+static int split_list(const char *list, char **ret_copy, const char ***ret)
+{
+        char *copy = strdup(list);
+        size_t n = 1;
+        for (const char *p = list; *p; p++)
+                n += *p == ',';
+        const char **v = calloc(n + 1, sizeof(*v));
+        if (!copy || !v) {
+                free(copy);
+                free(v);
+                return -ENOMEM;
+        }
+        size_t i = 0;
+        char *save = NULL;
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                while (*t == ' ' || *t == '\t')
+                        t++;
+                char *e = t + strlen(t);
+                while (e > t && (e[-1] == ' ' || e[-1] == '\t'))
+                        *--e = '\0';
+                if (*t)
+                        v[i++] = t;
+        }
+        *ret_copy = copy;
+        *ret = v;
+        return 0;
+}
+
+/* The identity-token issuers of the settings; false (logged) when the
+ * settings accept no token at all. */
+static bool issuers_config(const struct settings *s, const char *const *pubkeys,
+                           struct keys_external_config *ext)
+{
+        *ext = (struct keys_external_config){
+                .hs256_secret_file = s->hs256_secret_file && *s->hs256_secret_file
+                                             ? s->hs256_secret_file
+                                             : NULL,
+                .public_key_files = pubkeys,
+                .disable_local_issuer = !s->local_issuer,
+        };
+        if (!s->local_issuer && !ext->hs256_secret_file && !(pubkeys && pubkeys[0])) {
+                log_error("local_issuer is off and no hs256_secret_file or public_keys is set: "
+                          "no identity token could be accepted");
+                return false;
+        }
+        return true;
+}
+
 static enum log_level parse_level(const char *s)
 {
         if (!strcmp(s, "debug"))
@@ -118,6 +168,9 @@ int cmd_serve(int argc, char **argv)
         struct rt *rt = NULL;
         struct manager *mgr = NULL;
         struct api api = { 0 };
+        struct keys_external_config ext;
+        _cleanup_free_ char *pubkeys_copy = NULL;
+        _cleanup_free_ const char **pubkeys = NULL;
 
         int r = mkdir_p(s.state, 0700);
         if (r < 0) {
@@ -126,7 +179,19 @@ int cmd_serve(int argc, char **argv)
         }
         char path[PATH_MAX];
         snprintf(path, sizeof(path), "%s/sandboxd.db", s.state);
-        if (store_open(path, &st, &err) < 0 || keys_load(s.state, NULL, &keys, &err) < 0) {
+        if (s.public_keys && split_list(s.public_keys, &pubkeys_copy, &pubkeys) < 0) {
+                log_error("out of memory");
+                goto out;
+        }
+        if (!issuers_config(&s, pubkeys, &ext))
+                goto out;
+        if (s.rate_limit > 0 && ratelimit_new(s.rate_limit, s.rate_burst, &api.ratelimit) < 0) {
+                log_error("bad rate_limit %lld / rate_burst %lld (rate 1..1000000, burst "
+                          "0..1000000000)",
+                          (long long)s.rate_limit, (long long)s.rate_burst);
+                goto out;
+        }
+        if (store_open(path, &st, &err) < 0 || keys_load(s.state, &ext, &keys, &err) < 0) {
                 log_error("%s", err.msg);
                 goto out;
         }
@@ -165,6 +230,7 @@ int cmd_serve(int argc, char **argv)
                 .max_age_ms = s.max_age_ms,
                 .max_per_deployment = s.max_per_deployment,
                 .allow_unknown_accounts = s.allow_unknown_accounts,
+                .pool_size = s.pool_size,
                 .limits = { .memory_bytes = (uint64_t)s.memory_limit,
                             .pids = (uint64_t)s.pids_limit,
                             .cpu_shares = (uint64_t)s.cpu_shares,
@@ -184,10 +250,14 @@ int cmd_serve(int argc, char **argv)
                 .credential_ttl_ms = s.credential_ttl_ms,
                 .token_leeway_ms = s.token_leeway_ms,
                 .max_body_bytes = s.max_body_bytes,
+                .max_file_bytes = s.max_file_bytes,
                 .max_connections = s.max_connections,
+                .rate_limit = s.rate_limit,
+                .rate_burst = s.rate_burst,
         };
         api.mgr = mgr;
         api.keys = keys;
+        api.keys_ext = &ext;
         api.state_dir = s.state;
         pthread_mutex_init(&api.keys_lock, NULL);
         if (api_start(&api, &err) < 0) {
@@ -218,6 +288,7 @@ out:
         else if (keys)
                 keyring_free(keys);
         store_close(st);
+        ratelimit_free(api.ratelimit);
         settings_free(&s);
         return ret;
 }

@@ -61,6 +61,12 @@ int cmd_token(int argc, char **argv)
         }
         struct sbx_error err = { 0 };
         struct keyring *kr = NULL;
+        if (!s.local_issuer) {
+                /* The server would refuse whatever we signed. */
+                fprintf(stderr, "sandboxd token: local_issuer is off: identity tokens come from "
+                                "the external issuer\n");
+                return 1;
+        }
         if (mkdir_p(s.state, 0700) < 0 || keys_load(s.state, NULL, &kr, &err) < 0) {
                 fprintf(stderr, "sandboxd token: %s\n", err.msg[0] ? err.msg : "cannot create state dir");
                 return 1;

@@ -51,6 +51,8 @@ static const struct option_def defs[] = {
           "sandboxes per deployment" },
         { "max_body", K_SIZE, OFF(max_body_bytes), SET_SERVE, "16M",
           "largest JSON request body" },
+        { "max_file", K_SIZE, OFF(max_file_bytes), SET_SERVE, "4G",
+          "largest file one PUT {endpoint}/files may write" },
         { "max_connections", K_INT, OFF(max_connections), SET_SERVE, "1024",
           "concurrent HTTP connections" },
         { "uid_base", K_INT, OFF(uid_base), SET_SERVE, "1073741824",
@@ -61,8 +63,20 @@ static const struct option_def defs[] = {
           "processes per sandbox (0 = unlimited)" },
         { "cpu_shares", K_INT, OFF(cpu_shares), SET_SERVE, "1024", "relative CPU weight per sandbox" },
         { "tmp_size", K_SIZE, OFF(tmp_size), SET_SERVE, "256M", "size of each sandbox's /tmp" },
+        { "pool_size", K_INT, OFF(pool_size), SET_SERVE, "2",
+          "sandboxes of the default image kept started ahead of time (0-16)" },
         { "allow_unknown_accounts", K_BOOL, OFF(allow_unknown_accounts), SET_SERVE, "true",
           "accounts not enabled explicitly may use sandboxes" },
+        { "rate_limit", K_INT, OFF(rate_limit), SET_SERVE, "0",
+          "requests per second per deployment, answered 429 beyond (0 = off)" },
+        { "rate_burst", K_INT, OFF(rate_burst), SET_SERVE, NULL,
+          "requests a deployment may send at once (default 2 x rate_limit)" },
+        { "local_issuer", K_BOOL, OFF(local_issuer), SET_SERVE, "true",
+          "accept identity tokens signed with the server's own keys (sandboxd token)" },
+        { "hs256_secret_file", K_STR, OFF(hs256_secret_file), SET_SERVE, NULL,
+          "file holding an external issuer's HS256 secret (32 bytes or more)" },
+        { "public_keys", K_STR, OFF(public_keys), SET_SERVE, NULL,
+          "external issuers' PEM public keys (P-256: ES256, Ed25519: EdDSA), comma-separated" },
 };
 
 static int parse_size(const char *s, int64_t *ret)
@@ -88,6 +102,15 @@ static int parse_size(const char *s, int64_t *ret)
                 return -ERANGE;
         *ret = (int64_t)(v * mult);
         return 0;
+}
+
+static bool is_bool_word(const char *v)
+{
+        static const char *const words[] = { "true", "false", "1", "0", "yes", "no", "on", "off" };
+        for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+                if (!strcmp(v, words[i]))
+                        return true;
+        return false;
 }
 
 static int set_value(struct settings *s, const struct option_def *d, const char *v)
@@ -299,8 +322,9 @@ int settings_parse(struct settings *s, unsigned groups, int argc, char **argv,
                         r = -EINVAL;
                         goto fail;
                 }
+                /* A boolean flag alone means true; `--flag false` works too. */
                 if (d && d->kind == K_BOOL && !value)
-                        value = "true";
+                        value = i + 1 < argc && is_bool_word(argv[i + 1]) ? argv[++i] : "true";
                 if (takes_value && !value && !(d && d->kind == K_BOOL)) {
                         if (i + 1 >= argc) {
                                 fprintf(stderr, "sandboxd: option '--%s' needs a value\n", name);

@@ -16,6 +16,8 @@ struct settings {
         char *default_image;
         char *init_path;           /* sandbox-init binary */
         char *log_level;
+        char *hs256_secret_file;   /* external issuer: HS256 shared secret */
+        char *public_keys;         /* external issuer: comma-separated PEM files */
         int64_t idle_timeout_ms;
         int64_t suspended_ttl_ms;
         int64_t max_age_ms;
@@ -23,13 +25,18 @@ struct settings {
         int64_t token_leeway_ms;
         int64_t max_per_deployment;
         int64_t max_body_bytes;
+        int64_t max_file_bytes;
         int64_t max_connections;
         int64_t uid_base;
         int64_t memory_limit;
         int64_t pids_limit;
         int64_t cpu_shares;
         int64_t tmp_size;
+        int64_t rate_limit;        /* requests/s per deployment; 0 = off */
+        int64_t rate_burst;        /* 0 = 2 x rate_limit */
         bool allow_unknown_accounts;
+        int64_t pool_size;
+        bool local_issuer;         /* accept tokens of the server's own keys */
 };
 
 /* Which settings a subcommand accepts (a bit mask of groups). */

@@ -17,6 +17,7 @@
 #define NBUCKETS 1024u
 /* Persist lastActiveAt at most this often per sandbox; memory has the truth. */
 #define TOUCH_PERSIST_MS 1000
+#define MGR_MAX_POOL 16
 
 struct sandbox {
         struct store_sandbox rec;   /* guarded by lock (state, times) */
@@ -27,6 +28,8 @@ struct sandbox {
         atomic_llong last_active;   /* ms; read without the lock by timers */
         int64_t persisted_active;
         int64_t timer_at;           /* earliest deadline queued; guarded by lock */
+        pid_t init_pid;             /* host pid of sandbox-init when we started it, else 0 */
+        bool from_pool;             /* taken from the warm pool by this attach */
         struct sandbox *next;       /* hash chain, guarded by m->lock */
 };
 
@@ -41,6 +44,16 @@ struct manager {
         char images_dir[4096];
         struct timers *timers;
         struct mgr_stats stats;     /* guarded by lock */
+        /* The warm pool: sandboxes of the default image started ahead of
+         * time with no owner (deployment ""), so that an attach of a new
+         * name costs a rename instead of a start. Guarded by lock. */
+        struct sandbox *pool[MGR_MAX_POOL];
+        size_t pool_n;
+        bool pool_launching;
+        bool stopping;
+        pthread_cond_t pool_cond;
+        pthread_t pool_thread;
+        bool pool_thread_started;
 };
 
 static uint32_t hash_key(const char *dep, const char *name)
@@ -217,12 +230,15 @@ static int ensure_running(struct manager *m, struct sandbox *sb, const char *why
         }
         pid_t pid;
         r = rt_start(m->rt, &spec, &pid, err);
+        if (r == -ETIMEDOUT)
+                rt_stop(m->rt, sb->rec.id, NULL);
         if (r < 0) {
                 pthread_mutex_lock(&m->lock);
                 m->stats.bring_up_failures++;
                 pthread_mutex_unlock(&m->lock);
                 return -EHOSTDOWN;
         }
+        sb->init_pid = pid;
         set_state(m, sb, SBX_RUNNING, why);
         return 0;
 }
@@ -335,6 +351,27 @@ static int create_entry_locked(struct manager *m, const struct mgr_caller *c, co
                 return sbx_error_set(err, EDQUOT, "account has %lld sandboxes, its limit",
                                      (long long)account_limit),
                        -EDQUOT;
+        if (m->pool_n > 0 && !strcmp(cls, "default")) {
+                struct sandbox *sb = m->pool[--m->pool_n];
+                int64_t now = now_ms();
+                if (store_sandbox_assign(m->store, sb->rec.id, c->deployment, c->account, name, cls,
+                                         now, err) == 0) {
+                        snprintf(sb->rec.deployment, sizeof(sb->rec.deployment), "%s", c->deployment);
+                        snprintf(sb->rec.account, sizeof(sb->rec.account), "%s", c->account);
+                        snprintf(sb->rec.name, sizeof(sb->rec.name), "%s", name);
+                        snprintf(sb->rec.sandbox_class, sizeof(sb->rec.sandbox_class), "%s", cls);
+                        sb->rec.created_at = sb->rec.last_active_at = sb->rec.state_since = now;
+                        atomic_store(&sb->last_active, now);
+                        sb->from_pool = true;
+                        insert_locked(m, sb);
+                        m->stats.created++;
+                        pthread_cond_signal(&m->pool_cond);
+                        *ret = sb;
+                        return 0;
+                }
+                /* The store said no: drop this pool entry, make a fresh one. */
+                m->pool[m->pool_n++] = sb;
+        }
         struct store_sandbox rec = { 0 };
         snprintf(rec.deployment, sizeof(rec.deployment), "%s", c->deployment);
         snprintf(rec.account, sizeof(rec.account), "%s", c->account);
@@ -399,12 +436,20 @@ int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
                         sandbox_unref(sb);
                         continue;
                 }
-                if (created) {
+                int r = 0;
+                if (created && sb->from_pool) {
+                        sb->from_pool = false;
+                        log_transition(sb, "none", "running", "created (warm pool)");
+                        r = rt_set_hostname(sb->init_pid, name, err);
+                        if (r < 0)
+                                r = -EHOSTDOWN;
+                } else if (created) {
                         log_transition(sb, "none", "stopped", "created");
                         if (mkdir_p(sb->dir, 0700) < 0)
                                 log_error("sandbox name=%s: cannot create its directory", name);
                 }
-                int r = ensure_running(m, sb, created ? "attach (new)" : "attach", err);
+                if (r == 0)
+                        r = ensure_running(m, sb, created ? "attach (new)" : "attach", err);
                 if (r < 0 && created) {
                         /* Never leave a half-made sandbox behind a failed attach. */
                         struct sbx_error derr = { 0 };
@@ -672,6 +717,102 @@ static void on_timer(void *ctx, int64_t at, uint64_t id)
         sandbox_unref(sb);
 }
 
+
+/* ---- the warm pool ---- */
+
+/* Start one owner-less sandbox of the default image. */
+static struct sandbox *pool_launch(struct manager *m)
+{
+        struct store_sandbox rec = { 0 };
+        pthread_mutex_lock(&m->lock);
+        int r = alloc_slot_locked(m, &rec.slot);
+        pthread_mutex_unlock(&m->lock);
+        if (r < 0)
+                return NULL;
+        snprintf(rec.name, sizeof(rec.name), "pool-%u", rec.slot);
+        snprintf(rec.sandbox_class, sizeof(rec.sandbox_class), "default");
+        snprintf(rec.image, sizeof(rec.image), "%s", m->cfg.default_image);
+        rec.state = SBX_STOPPED;
+        rec.created_at = rec.last_active_at = rec.state_since = now_ms();
+        struct sbx_error err = { 0 };
+        struct sandbox *sb = NULL;
+        if (store_sandbox_insert(m->store, &rec, &err) < 0 || !(sb = sandbox_new(m, &rec)))
+                goto fail;
+        set_dir(m, sb);
+        char rootfs[4096];
+        struct rt_spec spec;
+        fill_spec(m, sb, rootfs, sizeof(rootfs), &spec);
+        spec.hostname = "sandbox";
+        pid_t pid;
+        if (!rootfs[0] || mkdir_p(sb->dir, 0700) < 0 || (r = rt_start(m->rt, &spec, &pid, &err)) < 0) {
+                if (rootfs[0])
+                        rt_destroy(m->rt, &spec, NULL);
+                goto fail;
+        }
+        sb->init_pid = pid;
+        sb->rec.state = SBX_RUNNING;
+        store_sandbox_set_state(m->store, rec.id, SBX_RUNNING, now_ms(), NULL);
+        return sb;
+fail:
+        if (rec.id)
+                store_sandbox_delete(m->store, rec.id, NULL);
+        pthread_mutex_lock(&m->lock);
+        m->slots[rec.slot / 8] &= (uint8_t)~(1u << (rec.slot % 8));
+        pthread_mutex_unlock(&m->lock);
+        if (sb)
+                sandbox_unref(sb);
+        return NULL;
+}
+
+static void pool_destroy(struct manager *m, struct sandbox *sb)
+{
+        char rootfs[4096];
+        struct rt_spec spec;
+        fill_spec(m, sb, rootfs, sizeof(rootfs), &spec);
+        rt_destroy(m->rt, &spec, NULL);
+        store_sandbox_delete(m->store, sb->rec.id, NULL);
+        pthread_mutex_lock(&m->lock);
+        m->slots[sb->rec.slot / 8] &= (uint8_t)~(1u << (sb->rec.slot % 8));
+        pthread_mutex_unlock(&m->lock);
+        sandbox_unref(sb);
+}
+
+/* Keep the pool full: one start at a time, in the background. */
+static void *pool_main(void *arg)
+{
+        struct manager *m = arg;
+        int failures = 0;
+        pthread_mutex_lock(&m->lock);
+        while (!m->stopping) {
+                if (m->pool_n >= (size_t)m->cfg.pool_size) {
+                        pthread_cond_wait(&m->pool_cond, &m->lock);
+                        continue;
+                }
+                m->pool_launching = true;
+                pthread_mutex_unlock(&m->lock);
+                struct sandbox *sb = pool_launch(m);
+                pthread_mutex_lock(&m->lock);
+                m->pool_launching = false;
+                if (sb && !m->stopping) {
+                        m->pool[m->pool_n++] = sb;
+                        failures = 0;
+                } else if (sb) {
+                        pthread_mutex_unlock(&m->lock);
+                        pool_destroy(m, sb);
+                        pthread_mutex_lock(&m->lock);
+                } else if (!m->stopping) {
+                        /* No image yet, or no room: try again later, slowly. */
+                        failures = MIN(failures + 1, 6);
+                        struct timespec ts;
+                        clock_gettime(CLOCK_REALTIME, &ts);
+                        ts.tv_sec += 1 << failures;
+                        pthread_cond_timedwait(&m->pool_cond, &m->lock, &ts);
+                }
+        }
+        pthread_mutex_unlock(&m->lock);
+        return NULL;
+}
+
 /* ---- start-up ---- */
 
 static void reconnect(struct manager *m, struct sandbox *sb)
@@ -726,11 +867,22 @@ int mgr_open(const struct mgr_config *cfg, struct store *st, struct rt *rt, stru
                         continue;
                 set_dir(m, sb);
                 m->slots[sb->rec.slot / 8] |= (uint8_t)(1u << (sb->rec.slot % 8));
+                if (!sb->rec.deployment[0]) {
+                        /* A pool entry of an earlier run: nobody knows it. */
+                        pool_destroy(m, sb);
+                        continue;
+                }
                 insert_locked(m, sb);
                 reconnect(m, sb);
                 schedule(m, sb);
         }
         free(recs);
+        pthread_cond_init(&m->pool_cond, NULL);
+        if (m->cfg.pool_size > MGR_MAX_POOL)
+                m->cfg.pool_size = MGR_MAX_POOL;
+        if (m->cfg.pool_size > 0 &&
+            pthread_create(&m->pool_thread, NULL, pool_main, m) == 0)
+                m->pool_thread_started = true;
         *ret = m;
         return 0;
 }
@@ -739,6 +891,15 @@ void mgr_close(struct manager *m)
 {
         if (!m)
                 return;
+        pthread_mutex_lock(&m->lock);
+        m->stopping = true;
+        pthread_cond_broadcast(&m->pool_cond);
+        pthread_mutex_unlock(&m->lock);
+        if (m->pool_thread_started)
+                pthread_join(m->pool_thread, NULL);
+        /* Pool entries belong to no one: they do not outlive the daemon. */
+        while (m->pool_n > 0)
+                pool_destroy(m, m->pool[--m->pool_n]);
         timers_close(m->timers);
         for (size_t b = 0; b < NBUCKETS; b++) {
                 struct sandbox *sb = m->buckets[b];

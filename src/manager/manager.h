@@ -36,6 +36,7 @@ struct mgr_config {
         int64_t max_age_ms;
         int64_t max_per_deployment;
         bool allow_unknown_accounts;
+        int64_t pool_size;          /* sandboxes kept started ahead of time */
         struct rt_limits limits;
 };
 

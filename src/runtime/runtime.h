@@ -57,6 +57,9 @@ void rt_close(struct rt *rt);
  * each sandbox should get its own range (RLIMIT_NPROC counts per host uid). */
 int rt_start(struct rt *rt, const struct rt_spec *spec, pid_t *ret_pid, struct sbx_error *err);
 
+/* Set the hostname of a running sandbox (its sandbox-init's host pid). */
+int rt_set_hostname(pid_t init_pid, const char *name, struct sbx_error *err);
+
 /* Freeze / thaw every process of the sandbox (cgroup freezer). */
 int rt_freeze(struct rt *rt, uint64_t id, struct sbx_error *err);
 int rt_thaw(struct rt *rt, uint64_t id, struct sbx_error *err);

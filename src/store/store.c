@@ -170,6 +170,20 @@ out:
         return r;
 }
 
+int store_sandbox_assign(struct store *st, uint64_t id, const char *deployment,
+                         const char *account, const char *name, const char *sandbox_class,
+                         int64_t now, struct sbx_error *err)
+{
+        int r = exec_stmt(st, err,
+                          "UPDATE sandboxes SET deployment = ?, account = ?, name = ?, class = ?,"
+                          " created_at = ?, last_active_at = ?, state_since = ? WHERE id = ?",
+                          "ttttiiii", deployment, account, name, sandbox_class, now, now, now,
+                          (int64_t)id);
+        if (r == 0)
+                return sbx_error_set(err, ENOENT, "store: no sandbox %llu", (unsigned long long)id);
+        return r < 0 ? r : 0;
+}
+
 int store_sandbox_set_state(struct store *st, uint64_t id, enum sbx_state state, int64_t since,
                             struct sbx_error *err)
 {

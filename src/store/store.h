@@ -48,6 +48,11 @@ void store_close(struct store *st);
 
 /* Insert; sb->id is assigned. -EEXIST when (deployment, name) exists. */
 int store_sandbox_insert(struct store *st, struct store_sandbox *sb, struct sbx_error *err);
+/* Give a sandbox started ahead of time (a pool entry, deployment "") its
+ * owner and name; created_at and last_active_at become `now`. */
+int store_sandbox_assign(struct store *st, uint64_t id, const char *deployment,
+                         const char *account, const char *name, const char *sandbox_class,
+                         int64_t now, struct sbx_error *err);
 int store_sandbox_set_state(struct store *st, uint64_t id, enum sbx_state state, int64_t since,
                             struct sbx_error *err);
 int store_sandbox_touch(struct store *st, uint64_t id, int64_t last_active_at, struct sbx_error *err);

@@ -7,9 +7,12 @@ import { readFileSync, readdirSync, existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Daemon, Client, sleep } from "./lib/daemon.mjs";
 
-function sandboxDir(d) {
-  const ids = readdirSync(join(d.state, "sandboxes"));
-  assert.equal(ids.length, 1, `sandbox dirs: ${ids}`);
+// The host-side dir of the sandbox whose /workspace holds `marker` (warm
+// pool entries have dirs too, with an empty /workspace).
+function sandboxDir(d, marker) {
+  const ids = readdirSync(join(d.state, "sandboxes"))
+    .filter((id) => existsSync(join(d.state, "sandboxes", id, "upper/workspace", marker)));
+  assert.equal(ids.length, 1, `sandbox dirs holding ${marker}: ${ids}`);
   return { id: ids[0], dir: join(d.state, "sandboxes", ids[0]) };
 }
 function cgroupDir(d, id) {
@@ -49,7 +52,15 @@ test("idle suspends (processes frozen), attach resumes, poll offsets continue", 
     const p = (await c.data("idle", "POST", "/processes", { command: ["/bin/sh", "-c", COUNT] })).body;
     const first = (await c.data("idle", "GET", `/processes/${p.processId}?waitMs=2000`)).body;
     assert.match(first.stdout, /tick 1/);
-    const { dir } = sandboxDir(d);
+    let dir;
+    await until(() => {
+      try {
+        dir = sandboxDir(d, "count").dir;
+        return true;
+      } catch {
+        return false;
+      }
+    });
     await until(async () => (await state(c, "idle")) === "suspended");
     const a = counter(dir);
     await sleep(1000);
@@ -128,7 +139,7 @@ test("delete of a frozen sandbox leaves no process, mount, cgroup or directory",
   try {
     const c = new Client(d);
     await c.sh("frozen", "sleep 1000 >/dev/null 2>&1 & sleep 1000 >/dev/null 2>&1 & echo x > /workspace/f");
-    const { id, dir } = sandboxDir(d);
+    const { id, dir } = sandboxDir(d, "f");
     const cg = cgroupDir(d, id);
     const pids = readFileSync(join(cg, "cgroup.procs"), "utf8").trim().split("\n").map(Number);
     assert.ok(pids.length >= 3);
@@ -157,7 +168,7 @@ test("a reboot (daemon SIGKILLed, every sandbox process killed) leaves it stoppe
   try {
     const c = new Client(d);
     await c.sh("reboot", "echo survived > /workspace/f");
-    const { id } = sandboxDir(d);
+    const { id } = sandboxDir(d, "f");
     const cg = cgroupDir(d, id);
     await d.stop("SIGKILL");
     writeFileSync(join(cg, "cgroup.kill"), "1");

@@ -1,7 +1,7 @@
 // Test harness: start the real sandboxd on a free port with its own state
 // directory (images shared, built once), mint tokens, talk to it with fetch.
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, existsSync } from "node:fs";
+import { mkdtempSync, rmSync, existsSync, readFileSync, readdirSync, rmdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -111,7 +111,26 @@ export class Daemon {
       }
     }
     await this.stop();
+    removeCgroups(this.state);
     rmSync(this.state, { recursive: true, force: true });
+  }
+}
+
+// A daemon names its cgroup subtree sandboxd/<instance-id>; once its
+// sandboxes are gone the (empty) directories can go too.
+export function removeCgroups(state) {
+  let inst;
+  try {
+    inst = readFileSync(join(state, "instance-id"), "utf8").trim();
+  } catch {
+    return;
+  }
+  for (const h of readdirSync("/sys/fs/cgroup")) {
+    const dir = join("/sys/fs/cgroup", h, "sandboxd", inst);
+    if (!existsSync(dir)) continue;
+    for (const e of readdirSync(dir, { withFileTypes: true }))
+      if (e.isDirectory()) try { rmdirSync(join(dir, e.name)); } catch {}
+    try { rmdirSync(dir); } catch {}
   }
 }
 

@@ -30,7 +30,8 @@ struct sandbox {
         int64_t timer_at;           /* earliest deadline queued; guarded by lock */
         pid_t init_pid;             /* host pid of sandbox-init when we started it, else 0 */
         bool from_pool;             /* taken from the warm pool by this attach */
-        struct sandbox *next;       /* hash chain, guarded by m->lock */
+        struct sandbox *next;       /* hash chain by (deployment, name), guarded by m->lock */
+        struct sandbox *id_next;    /* hash chain by id, guarded by m->lock */
 };
 
 struct manager {
@@ -39,6 +40,7 @@ struct manager {
         struct rt *rt;
         pthread_mutex_t lock;       /* table, slots, counts */
         struct sandbox *buckets[NBUCKETS];
+        struct sandbox *id_buckets[NBUCKETS];
         uint8_t slots[MAX_SLOTS / 8];
         char sandboxes_dir[4096];
         char images_dir[4096];
@@ -80,6 +82,8 @@ static void insert_locked(struct manager *m, struct sandbox *sb)
         uint32_t h = hash_key(sb->rec.deployment, sb->rec.name);
         sb->next = m->buckets[h];
         m->buckets[h] = sb;
+        sb->id_next = m->id_buckets[sb->rec.id % NBUCKETS];
+        m->id_buckets[sb->rec.id % NBUCKETS] = sb;
 }
 
 static void remove_locked(struct manager *m, struct sandbox *sb)
@@ -88,6 +92,11 @@ static void remove_locked(struct manager *m, struct sandbox *sb)
         for (; *pp; pp = &(*pp)->next)
                 if (*pp == sb) {
                         *pp = sb->next;
+                        break;
+                }
+        for (pp = &m->id_buckets[sb->rec.id % NBUCKETS]; *pp; pp = &(*pp)->id_next)
+                if (*pp == sb) {
+                        *pp = sb->id_next;
                         break;
                 }
         m->slots[sb->rec.slot / 8] &= (uint8_t)~(1u << (sb->rec.slot % 8));
@@ -369,7 +378,7 @@ static int create_entry_locked(struct manager *m, const struct mgr_caller *c, co
                         *ret = sb;
                         return 0;
                 }
-                /* The store said no: drop this pool entry, make a fresh one. */
+                /* The store said no: keep the entry pooled, make a fresh one. */
                 m->pool[m->pool_n++] = sb;
         }
         struct store_sandbox rec = { 0 };
@@ -655,13 +664,12 @@ static struct sandbox *lookup_id(struct manager *m, uint64_t id)
 {
         struct sandbox *found = NULL;
         pthread_mutex_lock(&m->lock);
-        for (size_t b = 0; b < NBUCKETS && !found; b++)
-                for (struct sandbox *sb = m->buckets[b]; sb; sb = sb->next)
-                        if (sb->rec.id == id) {
-                                sandbox_ref(sb);
-                                found = sb;
-                                break;
-                        }
+        for (struct sandbox *sb = m->id_buckets[id % NBUCKETS]; sb; sb = sb->id_next)
+                if (sb->rec.id == id) {
+                        sandbox_ref(sb);
+                        found = sb;
+                        break;
+                }
         pthread_mutex_unlock(&m->lock);
         return found;
 }

@@ -95,6 +95,10 @@ void api_error(struct api_resp *resp, unsigned status, const char *code, const c
 void api_error_errno(struct api_resp *resp, int r, const struct sbx_error *err);
 /* Serialize j (stolen) as the response body with status. */
 void api_json(struct api_resp *resp, unsigned status, json_t *j);
+/* Like api_json, with two byte strings added to the object head as JSON
+ * strings (invalid UTF-8 as U+FFFD), written without intermediate copies. */
+void api_json_text(struct api_resp *resp, unsigned status, json_t *head, const char *k1,
+                   const void *d1, size_t l1, const char *k2, const void *d2, size_t l2);
 /* Query parameter, or NULL. */
 const char *api_query(struct api_req *req, const char *key);
 const char *api_header(struct api_req *req, const char *key);

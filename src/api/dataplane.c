@@ -233,13 +233,11 @@ static void handle_exec(struct api *a, struct api_req *req, struct sandbox *sb,
         }
         atomic_fetch_add(&a->metrics.execs, 1);
         atomic_fetch_add(&a->metrics.exec_ms_total, (unsigned long long)res.duration_ms);
-        json_t *j = json_pack("{s:i,s:o,s:o,s:I,s:b,s:b}", "exitCode", res.exit_code, "stdout",
-                              text_json((uint8_t *)res.out, res.out_len), "stderr",
-                              text_json((uint8_t *)res.err, res.err_len), "durationMs",
+        json_t *j = json_pack("{s:i,s:I,s:b,s:b}", "exitCode", res.exit_code, "durationMs",
                               (json_int_t)res.duration_ms, "timedOut", res.timed_out, "truncated",
                               res.truncated);
+        api_json_text(resp, 200, j, "stdout", res.out, res.out_len, "stderr", res.err, res.err_len);
         agent_exec_result_free(&res);
-        api_json(resp, 200, j);
 }
 
 static void handle_spawn(struct api *a, struct api_req *req, struct sandbox *sb,
@@ -334,14 +332,12 @@ static void handle_poll(struct api *a, struct api_req *req, struct sandbox *sb, 
                 return;
         }
         json_t *j = status_json(&p.status);
-        json_object_set_new(j, "stdout", text_json((uint8_t *)p.out, p.out_len));
-        json_object_set_new(j, "stderr", text_json((uint8_t *)p.err, p.err_len));
         json_object_set_new(j, "stdoutNext", json_integer((json_int_t)p.out_next));
         json_object_set_new(j, "stderrNext", json_integer((json_int_t)p.err_next));
         json_object_set_new(j, "stdoutDropped", json_integer((json_int_t)p.out_dropped));
         json_object_set_new(j, "stderrDropped", json_integer((json_int_t)p.err_dropped));
+        api_json_text(resp, 200, j, "stdout", p.out, p.out_len, "stderr", p.err, p.err_len);
         agent_poll_result_free(&p);
-        api_json(resp, 200, j);
 }
 
 static void handle_signal(struct api *a, struct api_req *req, struct sandbox *sb, const char *id,

@@ -39,20 +39,14 @@ struct files_upload {
 /* Act as the sandbox's root for file operations on this thread only:
  * fsuid/fsgid are per thread, and a non-zero fsuid drops the fs
  * capabilities (DAC override, fowner, ...) from the effective set. */
-struct fs_identity {
-        uid_t uid;
-};
-
-static void become(struct fs_identity *id, uint32_t uid)
+static void become(uint32_t uid)
 {
-        id->uid = uid;
         setfsgid(uid);
         setfsuid(uid);
 }
 
-static void unbecome(struct fs_identity *id)
+static void unbecome(void)
 {
-        (void)id;
         setfsuid(0);
         setfsgid(0);
 }
@@ -98,9 +92,14 @@ static int check_fs(int fd, bool want_dir)
         return 0;
 }
 
-static int get_root(struct sandbox *sb, int *ret, struct sbx_error *err)
+/* A handle of the sandbox's root from its agent; resp set on failure. */
+static int get_root(struct sandbox *sb, int *ret, struct api_resp *resp)
 {
-        return agent_root(mgr_sandbox_dir(sb), ret, err);
+        struct sbx_error err = { 0 };
+        int r = agent_root(mgr_sandbox_dir(sb), ret, &err);
+        if (r < 0)
+                api_error(resp, 502, "bring_up_failed", "sandbox agent: %s", err.msg);
+        return r;
 }
 
 static void fs_error(struct api_resp *resp, int r, const char *what, const char *path)
@@ -141,15 +140,11 @@ static void handle_read(struct api *a, struct api_req *req, struct sandbox *sb,
         const char *path = path_arg(req, resp, false);
         if (!path)
                 return;
-        struct sbx_error err = { 0 };
         _cleanup_close_ int root = -1;
-        int r = get_root(sb, &root, &err);
-        if (r < 0) {
-                api_error(resp, 502, "bring_up_failed", "sandbox agent: %s", err.msg);
+        int r = get_root(sb, &root, resp);
+        if (r < 0)
                 return;
-        }
-        struct fs_identity id;
-        become(&id, mgr_sandbox_uid(a->mgr, sb));
+        become(mgr_sandbox_uid(a->mgr, sb));
         /* O_PATH first: a FIFO or device is refused before it is opened. */
         _cleanup_close_ int p = open_in(root, path, O_PATH, 0);
         int fd = -1;
@@ -162,7 +157,7 @@ static void handle_read(struct api *a, struct api_req *req, struct sandbox *sb,
         } else if (p < 0) {
                 r = p;
         }
-        unbecome(&id);
+        unbecome();
         struct stat st;
         if (fd >= 0 && fstat(fd, &st) < 0) {
                 r = -errno;
@@ -187,15 +182,11 @@ static void handle_list(struct api *a, struct api_req *req, struct sandbox *sb,
         const char *path = path_arg(req, resp, true);
         if (!path)
                 return;
-        struct sbx_error err = { 0 };
         _cleanup_close_ int root = -1;
-        int r = get_root(sb, &root, &err);
-        if (r < 0) {
-                api_error(resp, 502, "bring_up_failed", "sandbox agent: %s", err.msg);
+        int r = get_root(sb, &root, resp);
+        if (r < 0)
                 return;
-        }
-        struct fs_identity id;
-        become(&id, mgr_sandbox_uid(a->mgr, sb));
+        become(mgr_sandbox_uid(a->mgr, sb));
         int fd = open_in(root, path, O_RDONLY | O_DIRECTORY, 0);
         if (fd >= 0 && (r = check_fs(fd, true)) < 0) {
                 close(fd);
@@ -225,7 +216,7 @@ static void handle_list(struct api *a, struct api_req *req, struct sandbox *sb,
                 else
                         close(fd);
         }
-        unbecome(&id);
+        unbecome();
         if (fd < 0) {
                 json_decref(arr);
                 api_error(resp, 404, "not_found", "cannot list %s: %s", path, strerror(-fd));
@@ -374,15 +365,12 @@ bool files_upload_begin(struct api *a, struct api_req *req, struct api_resp *res
         u->uid = mgr_sandbox_uid(a->mgr, sb);
         u->max = (uint64_t)a->cfg.max_file_bytes;
         u->dirfd = u->fd = -1;
-        struct sbx_error err = { 0 };
         _cleanup_close_ int root = -1;
-        if (get_root(sb, &root, &err) < 0) {
+        if (get_root(sb, &root, resp) < 0) {
                 files_upload_abort(a, u);
-                api_error(resp, 502, "bring_up_failed", "sandbox agent: %s", err.msg);
                 return true;
         }
-        struct fs_identity id;
-        become(&id, u->uid);
+        become(u->uid);
         u->dirfd = mkdirs_in(root, dir, 0);
         if (u->dirfd >= 0 && (r = check_fs(u->dirfd, true)) < 0) {
                 close(u->dirfd);
@@ -399,7 +387,7 @@ bool files_upload_begin(struct api *a, struct api_req *req, struct api_resp *res
         } else {
                 r = u->dirfd;
         }
-        unbecome(&id);
+        unbecome();
         if (r < 0) {
                 u->tmp[0] = '\0';
                 files_upload_abort(a, u);
@@ -434,8 +422,7 @@ void files_upload_finish(struct api *a, struct files_upload *u, struct api_resp 
                 close(u->fd);
         u->fd = -1;
         if (r == 0) {
-                struct fs_identity id;
-                become(&id, u->uid);
+                become(u->uid);
                 /* rename(2) within one directory: readers see the old file or
                  * the new one, never a part. A symlink at the target is
                  * replaced, not followed. */
@@ -443,7 +430,7 @@ void files_upload_finish(struct api *a, struct files_upload *u, struct api_resp 
                         r = -errno;
                 else
                         u->tmp[0] = '\0';
-                unbecome(&id);
+                unbecome();
         }
         if (r < 0) {
                 fs_error(resp, r, "cannot write", u->base);
@@ -463,10 +450,9 @@ void files_upload_abort(struct api *a, struct files_upload *u)
                 close(u->fd);
         if (u->dirfd >= 0) {
                 if (u->tmp[0]) {
-                        struct fs_identity id;
-                        become(&id, u->uid);
+                        become(u->uid);
                         unlinkat(u->dirfd, u->tmp, 0);
-                        unbecome(&id);
+                        unbecome();
                 }
                 close(u->dirfd);
         }

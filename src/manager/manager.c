@@ -684,19 +684,16 @@ static void on_timer(void *ctx, int64_t at, uint64_t id)
         struct sbx_error err = { 0 };
         pthread_mutex_lock(&sb->lock);
         int64_t now = now_ms();
+        const char *reclaim = NULL;
+        if (now >= sb->rec.created_at + m->cfg.max_age_ms)
+                reclaim = "max_age";
+        else if (sb->rec.state == SBX_SUSPENDED &&
+                 now >= sb->rec.state_since + m->cfg.suspended_ttl_ms)
+                reclaim = "suspended_ttl";
         if (atomic_load(&sb->gone)) {
-                /* nothing */
-        } else if (now >= sb->rec.created_at + m->cfg.max_age_ms) {
-                if (destroy_locked(m, sb, "max_age", &err) == 0) {
-                        pthread_mutex_lock(&m->lock);
-                        m->stats.reclaimed++;
-                        pthread_mutex_unlock(&m->lock);
-                } else {
-                        log_error("sandbox name=%s: reclaim failed: %s", sb->rec.name, err.msg);
-                }
-        } else if (sb->rec.state == SBX_SUSPENDED &&
-                   now >= sb->rec.state_since + m->cfg.suspended_ttl_ms) {
-                if (destroy_locked(m, sb, "suspended_ttl", &err) == 0) {
+                /* deleted meanwhile: nothing is due */
+        } else if (reclaim) {
+                if (destroy_locked(m, sb, reclaim, &err) == 0) {
                         pthread_mutex_lock(&m->lock);
                         m->stats.reclaimed++;
                         pthread_mutex_unlock(&m->lock);

@@ -35,16 +35,33 @@ async function timeIt(n, fn) {
   return xs;
 }
 
-const d = await new Daemon({ image, args: ["--max-per-deployment", "1000", "--log-level", "warn"] }).start();
+const common = ["--max-per-deployment", "1000", "--log-level", "warn"];
+const d = await new Daemon({ image, args: common }).start();
 const c = new Client(d, "bench", "bench");
 console.log(`sandboxd bench: image ${image}, rootfs ${rootfs}`);
 
-// 1. attach of a new name plus a first `true`
-const cold = await timeIt(NEW, async (i) => {
-  await c.attach(`new-${i}`);
-  const r = await c.exec(`new-${i}`, ["true"]);
+// 1. attach of a new name plus a first `true`: with the warm pool (default
+// pool_size) at a steady pace (a new conversation every 100 ms), in a burst
+// (back to back, which drains the pool), and with no pool (a full start).
+const attachNew = (cl, prefix) => timeIt(NEW, async (i) => {
+  await cl.attach(`${prefix}-${i}`);
+  const r = await cl.exec(`${prefix}-${i}`, ["true"]);
   if (r.exitCode !== 0) throw new Error("true failed");
 });
+const paced = []; // the pause between attaches is not timed
+
+for (let i = 0; i < NEW; i++) {
+  await new Promise((r) => setTimeout(r, 100));
+  const t0 = now();
+  await c.attach(`paced-${i}`);
+  if ((await c.exec(`paced-${i}`, ["true"])).exitCode !== 0) throw new Error("true failed");
+  paced.push(now() - t0);
+}
+const burst = await attachNew(c, "burst");
+const d0 = await new Daemon({ image, args: [...common, "--pool-size", "0"] }).start();
+const c0 = new Client(d0, "bench", "bench");
+const cold = await attachNew(c0, "cold");
+await d0.destroy();
 // 2. warm exec of `true`
 await c.exec("warm", ["true"]);
 const warm = await timeIt(N, async () => {
@@ -79,12 +96,16 @@ if (spawnSync("runc", ["--version"]).status === 0) {
 }
 
 console.log();
-row("sandboxd: attach new name + first `true`", cold);
+row("sandboxd: attach new + first `true`, paced", paced);
+row("sandboxd: attach new + first `true`, burst", burst);
+row("sandboxd: attach new + first `true`, no pool", cold);
 row("sandboxd: exec `true` in a warm sandbox", warm);
 if (bw) row("bwrap --unshare-all: `true` (cold)", bw);
 if (rc) row("runc run: `true` (cold)", rc);
 console.log();
-if (bw) console.log(`attach-new+first-exec / bwrap cold  p50 ratio ${(pct(cold, 50) / pct(bw, 50)).toFixed(2)}`);
-if (rc) console.log(`attach-new+first-exec / runc run    p50 ratio ${(pct(cold, 50) / pct(rc, 50)).toFixed(2)}`);
+for (const [what, xs] of [["paced", paced], ["burst", burst], ["no pool", cold]]) {
+  if (bw) console.log(`attach-new+first-exec (${what}) / bwrap cold  p50 ratio ${(pct(xs, 50) / pct(bw, 50)).toFixed(2)}`);
+  if (rc) console.log(`attach-new+first-exec (${what}) / runc run    p50 ratio ${(pct(xs, 50) / pct(rc, 50)).toFixed(2)}`);
+}
 console.log(`warm exec p50 ${pct(warm, 50).toFixed(2)} ms (target < 2 ms)`);
 await d.destroy();

@@ -49,7 +49,7 @@ rm -f "$flog"
 echo "== integration tests (daemon built with ASan+UBSan)"
 ( cd clients/typescript && { [ -d node_modules ] || npm install --no-audit --no-fund --silent; } && npm run --silent build ) || count 0 1
 export SANDBOXD_BIN="$ROOT/build-asan/sandboxd" SANDBOXD_IMAGES="$IMAGES"
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 mapfile -t files < <(ls tests/integration/*.test.mjs clients/typescript/test/*.test.mjs 2>/dev/null)
 log=$(mktemp)

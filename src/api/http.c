@@ -400,8 +400,9 @@ int api_start(struct api *a, struct sbx_error *err)
                                   MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)a->cfg.max_connections,
                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-                                  /* Room for big upload chunks: fewer, larger writes. */
-                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(1024 * 1024),
+                                  /* Room for big upload chunks (fewer, larger writes), yet
+                                   * bounded: this is also the cap on a request's headers. */
+                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
                                   MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
                                   MHD_OPTION_END);
         if (!a->mhd)

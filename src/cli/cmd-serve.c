@@ -203,7 +203,17 @@ int cmd_serve(int argc, char **argv)
                 goto out;
         }
         snprintf(cgroot, sizeof(cgroot), "sandboxd/%s", inst);
-        struct rt_config rtc = { .init_path = init_path, .cgroup_root = cgroot };
+        if (s.disk_limit && s.disk_limit < (16 << 20)) {
+                log_error("disk_limit must be 0 (none) or at least 16M");
+                goto out;
+        }
+        bool nat = !strcmp(s.network, "nat");
+        if (!nat && strcmp(s.network, "none")) {
+                log_error("network must be nat or none, not `%s`", s.network);
+                goto out;
+        }
+        struct rt_config rtc = { .init_path = init_path, .cgroup_root = cgroot,
+                                 .net_range = nat ? s.net_range : NULL, .dns = s.dns };
         /* Before any thread exists: the runtime forks its helper here. */
         if (rt_open(&rtc, &rt, &err) < 0) {
                 log_error("runtime: %s", err.msg);
@@ -234,7 +244,9 @@ int cmd_serve(int argc, char **argv)
                 .limits = { .memory_bytes = (uint64_t)s.memory_limit,
                             .pids = (uint64_t)s.pids_limit,
                             .cpu_shares = (uint64_t)s.cpu_shares,
-                            .tmp_bytes = (uint64_t)s.tmp_size },
+                            .tmp_bytes = (uint64_t)s.tmp_size,
+                            .disk_bytes = (uint64_t)s.disk_limit,
+                            .network = nat ? RT_NET_NAT : RT_NET_NONE },
         };
         if (s.uid_base < 65536 || s.uid_base > (int64_t)UINT32_MAX - (int64_t)65536 * 16384) {
                 log_error("uid_base %lld out of range", (long long)s.uid_base);

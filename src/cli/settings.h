@@ -18,6 +18,9 @@ struct settings {
         char *log_level;
         char *hs256_secret_file;   /* external issuer: HS256 shared secret */
         char *public_keys;         /* external issuer: comma-separated PEM files */
+        char *network;             /* "nat" or "none" */
+        char *net_range;           /* IPv4 CIDR of the sandboxes' veth pairs */
+        char *dns;                 /* nameservers of nat sandboxes; NULL = host's public ones */
         int64_t idle_timeout_ms;
         int64_t suspended_ttl_ms;
         int64_t max_age_ms;
@@ -32,6 +35,7 @@ struct settings {
         int64_t pids_limit;
         int64_t cpu_shares;
         int64_t tmp_size;
+        int64_t disk_limit;        /* writable layer cap; 0 = none */
         int64_t rate_limit;        /* requests/s per deployment; 0 = off */
         int64_t rate_burst;        /* 0 = 2 x rate_limit */
         bool allow_unknown_accounts;

@@ -59,6 +59,8 @@ struct launch {
         int userns, mntns, netns, pidns;
         int tree_fd;                       /* idmapped clone of the image */
         int dev_fd[ARRAY_SIZE(dev_nodes)]; /* clones of host device nodes */
+        struct ns_disk disk;               /* the capped writable layer, if any */
+        struct ns_net net;                 /* the veth pair under RT_NET_NAT */
 };
 
 static void close_fd(int *fd)
@@ -76,6 +78,7 @@ static void launch_release(struct launch *L)
                 close_fd(fds[i]);
         for (size_t i = 0; i < ARRAY_SIZE(L->dev_fd); i++)
                 close_fd(&L->dev_fd[i]);
+        disk_release(&L->disk);
 }
 
 /* A failure report from the mounter or from C: one write, smaller than
@@ -125,6 +128,9 @@ int ns_spec_check(const struct rt_spec *spec, struct sbx_error *err)
             (uint64_t)spec->uid_base + spec->uid_count > UINT32_MAX)
                 return sbx_error_set(err, EINVAL, "invalid uid range %" PRIu32 "+%" PRIu32,
                                      spec->uid_base, spec->uid_count);
+        if (spec->limits.network != RT_NET_NONE && spec->limits.network != RT_NET_NAT)
+                return sbx_error_set(err, EINVAL, "unknown network mode %" PRIu32,
+                                     spec->limits.network);
         return 0;
 }
 
@@ -404,9 +410,16 @@ static int mount_sys(int rootfd, struct sbx_error *err)
                                 err);
         if (r < 0)
                 return r;
-        if (faccessat(sysfd, "firmware", F_OK, AT_SYMLINK_NOFOLLOW) == 0)
-                return mount_fs_at(sysfd, "/sys", "firmware", "tmpfs", NS_EMPTY_TMPFS, NS_RO_ATTRS,
-                                   NULL, err);
+        /* Firmware tables, and RAPL energy counters (a power side channel on
+         * other tenants' secrets: CVE-2020-8694 / CVE-2020-8695). */
+        static const char *const masked[] = {"firmware", "devices/virtual/powercap"};
+        for (size_t i = 0; i < ARRAY_SIZE(masked); i++) {
+                if (faccessat(sysfd, masked[i], F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                if ((r = mount_fs_at(sysfd, "/sys", masked[i], "tmpfs", NS_EMPTY_TMPFS, NS_RO_ATTRS,
+                                     NULL, err)) < 0)
+                        return r;
+        }
         return 0;
 }
 
@@ -425,11 +438,15 @@ static int mount_rootfs(const struct launch *L, int *ret_root, struct sbx_error 
         int r = attach(L->tree_fd, lower, "image on lower/", err);
         if (r < 0)
                 return r;
+        if (L->disk.active && (r = disk_mount(&L->disk, dfd, L->spec->uid_base, err)) < 0)
+                return r;
         /* Relative layer paths (cwd = the sandbox dir) keep the option
          * string short whatever the length of the dir. */
         if (fchdir(dfd) < 0)
                 return sbx_error_set(err, errno, "chdir `%s`", dir);
-        r = fs_new("overlay", "lowerdir=lower,upperdir=upper,workdir=work",
+        r = fs_new("overlay",
+                   L->disk.active ? "lowerdir=lower,upperdir=disk/upper,workdir=disk/work"
+                                  : "lowerdir=lower,upperdir=upper,workdir=work",
                    MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, &ovl, err);
         if (r < 0)
                 return r;
@@ -437,6 +454,47 @@ static int mount_rootfs(const struct launch *L, int *ret_root, struct sbx_error 
                 return r;
         *ret_root = TAKE_FD(ovl);
         return 0;
+}
+
+/* A read-only /etc/resolv.conf with the daemon's nameservers for a NAT
+ * sandbox, from a tiny tmpfs (nothing of the host's filesystem is bound).
+ * An image without a plain /etc/resolv.conf (absent is fine: it is made)
+ * keeps its own: a symlink there is never followed. */
+static int mount_resolv(int rootfd, const char *text, uint32_t uid, struct sbx_error *err)
+{
+        _cleanup_close_ int etc = -1, tfs = -1, tree = -1;
+        struct sbx_error ignored;
+        if (resolve_target(rootfd, "", "etc", S_IFDIR, &etc, &ignored) < 0)
+                return 0;
+        int fd =
+            openat(etc, "resolv.conf", O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+                int r = fchown(fd, uid, uid) < 0 ? -errno : 0;
+                close(fd);
+                if (r < 0)
+                        return sbx_error_set(err, -r, "chown /etc/resolv.conf");
+        } else if (errno != EEXIST) {
+                return 0;
+        }
+        _cleanup_close_ int target = -1;
+        if (resolve_target(etc, "/etc", "resolv.conf", S_IFREG, &target, &ignored) < 0)
+                return 0;
+        int r = fs_new("tmpfs", "size=4k,nr_inodes=4,mode=0755", 0, &tfs, err);
+        if (r < 0)
+                return r;
+        fd = openat(tfs, "resolv.conf", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return sbx_error_set(err, errno, "create resolv.conf");
+        r = write_all(fd, text, strlen(text));
+        if (r >= 0 && fchown(fd, uid, uid) < 0)
+                r = -errno;
+        close(fd);
+        if (r < 0)
+                return sbx_error_set(err, -r, "write resolv.conf");
+        tree = open_tree(tfs, "resolv.conf", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (tree < 0)
+                return sbx_error_set(err, errno, "clone resolv.conf");
+        return attach_tree_at(tree, etc, "/etc", "resolv.conf", S_IFREG, NS_RO_ATTRS, err);
 }
 
 /* Before each top-level mount point is used it must exist as a directory. */
@@ -479,6 +537,9 @@ static int mount_all(const struct launch *L, struct sbx_error *err)
                  tmp, inodes, L->spec->uid_base, L->spec->uid_base);
         if ((r = mount_fs_at(rootfd, "", "tmp", "tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
                              NULL, err)) < 0)
+                return r;
+        if (L->net.active && L->ctx->net.resolv[0] &&
+            (r = mount_resolv(rootfd, L->ctx->net.resolv, L->spec->uid_base, err)) < 0)
                 return r;
         return rootfs_dir(rootfd, "workspace", 0755, L->spec->uid_base, &fd, err);
 }
@@ -545,10 +606,18 @@ static int prepare_dir(struct launch *L, struct sbx_error *err)
         L->dirfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (L->dirfd < 0)
                 return sbx_error_set(err, errno, "open sandbox dir `%s`", s->dir);
-        int r;
-        if ((r = sandbox_subdir(L->dirfd, "upper", 0755, s->uid_base, err)) < 0 ||
-            (r = sandbox_subdir(L->dirfd, "work", 0700, s->uid_base, err)) < 0 ||
-            (r = sandbox_subdir(L->dirfd, "rootfs", 0755, 0, err)) < 0 ||
+        /* The writable layer: on its own capped filesystem, or upper/ and
+         * work/ right here. */
+        int r = disk_prepare(L->dirfd, s, &L->disk, err);
+        if (r < 0)
+                return r;
+        if (L->disk.active)
+                r = sandbox_subdir(L->dirfd, "disk", 0700, 0, err);
+        else if ((r = sandbox_subdir(L->dirfd, "upper", 0755, s->uid_base, err)) >= 0)
+                r = sandbox_subdir(L->dirfd, "work", 0700, s->uid_base, err);
+        if (r < 0)
+                return r;
+        if ((r = sandbox_subdir(L->dirfd, "rootfs", 0755, 0, err)) < 0 ||
             (r = sandbox_subdir(L->dirfd, "lower", 0755, 0, err)) < 0)
                 return r;
         if (unlinkat(L->dirfd, "agent.sock", 0) < 0 && errno != ENOENT)
@@ -629,6 +698,16 @@ static int map_ids(struct launch *L, struct sbx_error *err)
         if ((r = write_proc(L->pid, "uid_map", map, err)) < 0 ||
             (r = write_proc(L->pid, "gid_map", map, err)) < 0)
                 return r;
+        /* The agent is never the OOM killer's victim: its workload is.
+         * Through the legacy oom_adj file on purpose: a privileged write
+         * there lowers the score without lowering oom_score_adj_min, so the
+         * workload, which sandbox-init puts back to 0 before every exec,
+         * can never make itself unkillable in turn. Best effort: a host
+         * that withholds CAP_SYS_RESOURCE even from root refuses it, and
+         * then the OOM killer just picks the largest process, as usual. */
+        r = write_proc(L->pid, "oom_adj", "-17\n", NULL);
+        if (r < 0 && r != -EACCES && r != -EPERM)
+                return sbx_error_set(err, -r, "write /proc/%d/oom_adj", (int)L->pid);
         if ((r = open_ns(L->pid, "user", &L->userns, err)) < 0 ||
             (r = open_ns(L->pid, "mnt", &L->mntns, err)) < 0 ||
             (r = open_ns(L->pid, "net", &L->netns, err)) < 0 ||
@@ -949,8 +1028,17 @@ static int launch_steps(struct launch *L, struct sbx_error *err)
             (r = prepare_dev_trees(L, err)) < 0 || (r = launch_clone(L, err)) < 0)
                 return r;
         if ((r = cg_attach(&L->ctx->cg, L->spec->id, L->pid, err)) < 0 ||
-            (r = map_ids(L, err)) < 0 || (r = idmap_image(L, err)) < 0 ||
-            (r = enter_ns(L, err)) < 0)
+            (r = map_ids(L, err)) < 0 || (r = idmap_image(L, err)) < 0)
+                return r;
+        /* The veth pair is made from the host's netns, configured from the
+         * sandbox's once the launcher is in it. */
+        if (L->spec->limits.network == RT_NET_NAT &&
+            (r = net_veth_create(&L->ctx->net, L->spec->uid_base / L->spec->uid_count, L->netns,
+                                 &L->net, err)) < 0)
+                return r;
+        if ((r = enter_ns(L, err)) < 0)
+                return r;
+        if (L->net.active && (r = net_sandbox_setup(&L->net, err)) < 0)
                 return r;
         if ((r = run_mounter(L, err)) < 0)
                 return r;
@@ -974,6 +1062,7 @@ int ns_launch(const struct ns_ctx *ctx, const struct rt_spec *spec, pid_t *ret_p
             .netns = -1,
             .pidns = -1,
             .tree_fd = -1,
+            .disk = {.loop_fd = -1},
         };
         for (size_t i = 0; i < ARRAY_SIZE(L.dev_fd); i++)
                 L.dev_fd[i] = -1;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <linux/filter.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -26,12 +27,54 @@ void rt_seccomp_free(struct rt_seccomp *s);
  * no_new_privs (or CAP_SYS_ADMIN). 0 or -errno. */
 int rt_seccomp_load(const struct rt_seccomp *s);
 
+/* NAT networking (net.c), configured once by rt_open. */
+struct ns_net_cfg {
+        bool enabled;  /* the host is set up for RT_NET_NAT */
+        uint32_t base; /* the range, host byte order */
+        unsigned prefix;
+        uint32_t slots;   /* /30s in the range */
+        char resolv[256]; /* resolv.conf for NAT sandboxes; "" = keep the image's */
+};
+/* One sandbox's veth pair. */
+struct ns_net {
+        bool active;
+        char host_if[16];            /* sbx<N> */
+        uint32_t host_addr, sb_addr; /* host byte order */
+};
+/* In rt_open (single-threaded): validate the range, turn on forwarding,
+ * install the nftables table. range NULL: NAT stays off, nothing changes. */
+int net_host_setup(const char *range, const char *dns, struct ns_net_cfg *ret,
+                   struct sbx_error *err);
+/* In the launcher, in the host netns: the pair, its peer moved into the
+ * namespace of netns_fd as eth0. hint: preferred /30 index. */
+int net_veth_create(const struct ns_net_cfg *cfg, uint32_t hint, int netns_fd, struct ns_net *ret,
+                    struct sbx_error *err);
+/* In the launcher, after entering the sandbox's netns: address eth0 and
+ * route through the host end. */
+int net_sandbox_setup(const struct ns_net *n, struct sbx_error *err);
+
 /* What every launcher inherits from the zygote. */
 struct ns_ctx {
         struct cg_layout cg;
         int init_memfd; /* sealed copy of sandbox-init */
         struct rt_seccomp seccomp;
+        struct ns_net_cfg net;
 };
+
+/* The disk cap (disk.c): the writable layer on a loop-mounted ext4 image. */
+struct ns_disk {
+        bool active;  /* false: a plain upper/ directory on the host fs */
+        int loop_fd;  /* held until the mounter has mounted it */
+        char dev[32]; /* /dev/loopN */
+};
+/* In the launcher (host mount ns): make the image on first use and attach
+ * it to a loop device; disk->active false when the sandbox has no cap. */
+int disk_prepare(int dirfd, const struct rt_spec *spec, struct ns_disk *disk,
+                 struct sbx_error *err);
+void disk_release(struct ns_disk *disk);
+/* In the mounter (sandbox mount ns): mount it on <dirfd>/disk, with
+ * upper/ and work/ owned by uid. */
+int disk_mount(const struct ns_disk *disk, int dirfd, uint32_t uid, struct sbx_error *err);
 
 /* Launch one sandbox (runs in a launcher: a single-threaded, forked child
  * of the zygote, as host root). On success ret_pid is the host pid of

@@ -24,14 +24,30 @@ struct rt;
 struct rt_config {
         const char *init_path;   /* host path of the static sandbox-init binary */
         const char *cgroup_root; /* cgroup parent name, e.g. "sandboxd" */
+        /* NAT networking; NULL = no sandbox may have RT_NET_NAT, and the host's
+         * network configuration is left alone. Otherwise rt_open installs the
+         * nftables table `inet sandboxd` and turns ip_forward on. */
+        const char *net_range; /* IPv4 CIDR split into one /30 per sandbox */
+        const char *dns;       /* comma-separated nameservers for NAT sandboxes'
+                                  /etc/resolv.conf; NULL or "" = leave the image's */
 };
 
-/* Resource limits; 0 = unlimited / not set. */
+enum rt_network {
+        RT_NET_NONE = 0, /* loopback only */
+        RT_NET_NAT = 1,  /* a veth pair, NAT to the outside (rt_config.net_range) */
+};
+
+/* Resource limits and network policy of a sandbox; 0 = unlimited / not
+ * set / no network. */
 struct rt_limits {
         uint64_t memory_bytes;
         uint64_t pids;
         uint64_t cpu_shares; /* relative weight, 1024 = one default share */
         uint64_t tmp_bytes;  /* /tmp tmpfs size */
+        uint64_t disk_bytes; /* writable layer cap (ext4 image), >= 16 MiB; taken at the
+                                sandbox's first start and kept */
+        uint32_t network;    /* enum rt_network */
+        uint32_t reserved;
 };
 
 struct rt_spec {

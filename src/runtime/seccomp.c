@@ -4,7 +4,8 @@
  * matching the capabilities we keep, tightened as the research notes
  * advise: no ptrace / process_vm_*, no io_uring, no new mount API, no
  * namespace creation, clone3 -> ENOSYS, no TIOCSTI / TIOCLINUX, no
- * AF_ALG / AF_VSOCK / AF_PACKET sockets; any other architecture (i386 via
+ * AF_ALG / AF_VSOCK / AF_PACKET sockets, netlink only for NETLINK_ROUTE
+ * and NETLINK_SOCK_DIAG; any other architecture (i386 via
  * int 0x80, x32) kills the process.
  *
  * It is compiled once in the daemon (libseccomp) and loaded as raw BPF by
@@ -22,6 +23,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <linux/netlink.h>
 
 /* clang-format off */
 static const char *const allowed[] = {
@@ -131,6 +133,30 @@ static int build_allow(scmp_filter_ctx ctx)
         return 0;
 }
 
+/* Netlink: only NETLINK_ROUTE (ip, getifaddrs) and NETLINK_SOCK_DIAG (ss).
+ * The others reach subsystems a sandbox has no use for and that keep
+ * producing kernel bugs: nf_tables (NETLINK_NETFILTER, CVE-2022-1015,
+ * CVE-2023-32233, CVE-2024-1086), xfrm (NETLINK_XFRM, CVE-2022-3028),
+ * generic netlink families, audit, connector, uevents. */
+static int build_deny_netlink(scmp_filter_ctx ctx)
+{
+        const scmp_datum_t nl = AF_NETLINK;
+        /* Protocol > NETLINK_SOCK_DIAG (4) as a 64-bit value: any high bit
+         * also lands here, so nothing slips through by truncation. */
+        int r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 2,
+                                 SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffUL, nl),
+                                 SCMP_A2(SCMP_CMP_GT, NETLINK_SOCK_DIAG));
+        if (r < 0)
+                return r;
+        /* 1 (unused), 2 (NETLINK_USERSOCK), 3 (NETLINK_FIREWALL). */
+        for (scmp_datum_t proto = 1; proto <= 3; proto++)
+                if ((r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 2,
+                                          SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffUL, nl),
+                                          SCMP_A2(SCMP_CMP_MASKED_EQ, 0xffffffffUL, proto))) < 0)
+                        return r;
+        return 0;
+}
+
 static int build_deny(scmp_filter_ctx ctx)
 {
         int r;
@@ -145,13 +171,16 @@ static int build_deny(scmp_filter_ctx ctx)
                         return r;
         /* AF_PACKET: CVE-2020-14386 class, reachable with CAP_NET_RAW of the
          * sandbox's own net ns; AF_ALG and AF_VSOCK: rarely needed, often
-         * buggy. */
+         * buggy. The family is an int: compare only the low 32 bits, or a
+         * family with a high bit set would pass a 64-bit comparison while
+         * the kernel, truncating it, still creates the socket. */
         static const int families[] = {AF_PACKET, AF_ALG, AF_VSOCK};
         for (size_t i = 0; i < ARRAY_SIZE(families); i++)
-                if ((r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-                                          SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i]))) < 0)
+                if ((r = seccomp_rule_add(
+                         ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
+                         SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffUL, (scmp_datum_t)families[i]))) < 0)
                         return r;
-        return 0;
+        return build_deny_netlink(ctx);
 }
 
 /* Export a libseccomp filter to raw BPF in memory. */

@@ -309,6 +309,9 @@ int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err)
         int r = cg_detect(&ctx.cg, cfg->cgroup_root, err);
         if (r < 0)
                 return r;
+        /* Before any thread: this may run nft. */
+        if ((r = net_host_setup(cfg->net_range, cfg->dns, &ctx.net, err)) < 0)
+                return r;
         if ((r = load_init(cfg->init_path, &ctx.init_memfd, err)) < 0)
                 return r;
         if ((r = rt_seccomp_build(&ctx.seccomp, err)) < 0) {

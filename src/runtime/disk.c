@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/* The disk cap of the ns driver: a sandbox's writable layer (overlay
+ * upper/ and work/) lives on its own ext4 filesystem, in a sparse image
+ * file <dir>/disk.img of the capped size, attached to a loop device and
+ * mounted only inside the sandbox's mount namespace.
+ *
+ * Why this and not project quotas: quotas need a filesystem mounted with
+ * prjquota (ext4 -O project, xfs pquota), which a host rarely has and
+ * which cannot be switched on under a running system. A loop-mounted
+ * image works on any host filesystem that supports sparse files, costs
+ * one mkfs (tens of milliseconds) at a sandbox's first start, and gives
+ * ENOSPC inside when full while the host only ever sees one file grow up
+ * to the cap. `discard` hands freed blocks back to the host (the loop
+ * driver punches holes in the image).
+ *
+ * The image is written only by the kernel's ext4 on the sandbox's behalf:
+ * no process of the sandbox ever sees the image file or the loop device
+ * (neither is in its mount namespace), so the filesystem metadata the
+ * kernel parses is never attacker-supplied bytes.
+ *
+ * A sandbox that started once without an image keeps its plain upper/
+ * directory (its files stay where they are); one that has an image keeps
+ * it even if the setting changes. */
+#include "ns.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/loop.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#define DISK_IMAGE "disk.img"
+#define DISK_MIN_BYTES (16ULL << 20)
+#define DISK_BUSY_WAIT_MS 5000
+#define DISK_ERR_MAX 200
+
+static const char *const mkfs_paths[] = {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"};
+
+static void disk_sleep_ms(unsigned ms)
+{
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+}
+
+/* Run mkfs.ext4 on the image file at fd; its stderr ends up in err. */
+static int run_mkfs(int img_fd, uint32_t uid, struct sbx_error *err)
+{
+        const char *mkfs = NULL;
+        for (size_t i = 0; i < ARRAY_SIZE(mkfs_paths) && !mkfs; i++)
+                if (access(mkfs_paths[i], X_OK) == 0)
+                        mkfs = mkfs_paths[i];
+        if (!mkfs)
+                return sbx_error_set(err, ENOENT, "disk_limit needs mkfs.ext4 (e2fsprogs)");
+        char ext[160], target[32];
+        /* root_owner: the layer's root belongs to root of the sandbox.
+         * Lazy init: the kernel never zeroes inode tables or the journal of
+         * a fresh image (mounted noinit_itable), so it stays sparse. */
+        snprintf(ext, sizeof(ext),
+                 "root_owner=%" PRIu32 ":%" PRIu32
+                 ",lazy_itable_init=1,lazy_journal_init=1,nodiscard",
+                 uid, uid);
+        snprintf(target, sizeof(target), "/proc/self/fd/%d", img_fd);
+        int ep[2];
+        if (pipe2(ep, O_CLOEXEC) < 0)
+                return sbx_error_set(err, errno, "pipe");
+        pid_t pid = fork();
+        if (pid < 0) {
+                int e = errno;
+                close(ep[0]);
+                close(ep[1]);
+                return sbx_error_set(err, e, "fork mkfs");
+        }
+        if (pid == 0) {
+                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+                if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(ep[1], 2) < 0 ||
+                    dup2(img_fd, 3) < 0)
+                        _exit(127);
+                close_range(4, ~0U, 0);
+                char *const argv[] = {
+                    (char *)mkfs, "-q", "-F", "-t",      "ext4", "-b", "4096",
+                    "-m",         "0",  "-L", "sandbox", "-E",   ext,  "/proc/self/fd/3",
+                    NULL};
+                char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
+                execve(mkfs, argv, envp);
+                _exit(127);
+        }
+        close(ep[1]);
+        char msg[DISK_ERR_MAX] = "";
+        ssize_t n = read(ep[0], msg, sizeof(msg) - 1);
+        msg[n > 0 ? n : 0] = '\0';
+        msg[strcspn(msg, "\n")] = '\0';
+        close(ep[0]);
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                ;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                return sbx_error_set(err, EIO,
+                                     "mkfs.ext4 of the sandbox disk failed (status 0x%x)%s%s", st,
+                                     msg[0] ? ": " : "", msg);
+        return 0;
+}
+
+/* Make <dir>/disk.img: a sparse file of `bytes`, formatted, then renamed
+ * into place, so a half-made image is never used. */
+static int create_image(int dirfd, uint64_t bytes, uint32_t uid, struct sbx_error *err)
+{
+        static const char tmp[] = DISK_IMAGE ".tmp";
+        if (unlinkat(dirfd, tmp, 0) < 0 && errno != ENOENT)
+                return sbx_error_set(err, errno, "remove stale %s", tmp);
+        _cleanup_close_ int fd =
+            openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return sbx_error_set(err, errno, "create %s", tmp);
+        if (ftruncate(fd, (off_t)bytes) < 0)
+                return sbx_error_set(err, errno, "size %s", tmp);
+        int r = run_mkfs(fd, uid, err);
+        if (r >= 0 && fsync(fd) < 0)
+                r = sbx_error_set(err, errno, "fsync %s", tmp);
+        if (r >= 0 && renameat(dirfd, tmp, dirfd, DISK_IMAGE) < 0)
+                r = sbx_error_set(err, errno, "rename %s", tmp);
+        if (r < 0)
+                unlinkat(dirfd, tmp, 0);
+        return r;
+}
+
+/* Whether a loop device is still backed by the image (dev, ino): a
+ * previous run whose filesystem the kernel has not let go of yet. Mounting
+ * the image a second time beside it would corrupt it. */
+static bool image_attached(dev_t dev, ino_t ino)
+{
+        DIR *d = opendir("/sys/block");
+        if (!d)
+                return false;
+        bool found = false;
+        struct dirent *de;
+        while (!found && (de = readdir(d))) {
+                if (strncmp(de->d_name, "loop", 4))
+                        continue;
+                char p[300];
+                snprintf(p, sizeof(p), "/dev/%s", de->d_name);
+                int fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+                if (fd < 0)
+                        continue;
+                struct loop_info64 li;
+                if (ioctl(fd, LOOP_GET_STATUS64, &li) == 0 && li.lo_device == (uint64_t)dev &&
+                    li.lo_inode == (uint64_t)ino)
+                        found = true;
+                close(fd);
+        }
+        closedir(d);
+        return found;
+}
+
+/* Attach img_fd to a free loop device; autoclear detaches it when the
+ * sandbox's filesystem goes away with its last process. */
+static int attach_loop(int img_fd, struct ns_disk *disk, struct sbx_error *err)
+{
+        _cleanup_close_ int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+        if (ctl < 0)
+                return sbx_error_set(err, errno, "open /dev/loop-control");
+        for (int tries = 0; tries < 32; tries++) {
+                int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+                if (n < 0)
+                        return sbx_error_set(err, errno, "find a free loop device");
+                snprintf(disk->dev, sizeof(disk->dev), "/dev/loop%d", n);
+                _cleanup_close_ int lfd = open(disk->dev, O_RDWR | O_CLOEXEC);
+                if (lfd < 0)
+                        return sbx_error_set(err, errno, "open %s", disk->dev);
+                struct loop_config cfg = {
+                    .fd = (uint32_t)img_fd,
+                    .block_size = 4096,
+                    .info = {.lo_flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO},
+                };
+                snprintf((char *)cfg.info.lo_file_name, sizeof(cfg.info.lo_file_name), "sandbox");
+                int r = ioctl(lfd, LOOP_CONFIGURE, &cfg);
+                if (r < 0 && errno == EINVAL) {
+                        /* No direct I/O on this host filesystem. */
+                        cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+                        r = ioctl(lfd, LOOP_CONFIGURE, &cfg);
+                }
+                if (r == 0) {
+                        disk->loop_fd = TAKE_FD(lfd);
+                        return 0;
+                }
+                if (errno != EBUSY) /* EBUSY: another process took it first */
+                        return sbx_error_set(err, errno, "configure %s", disk->dev);
+        }
+        return sbx_error_set(err, EBUSY, "no loop device could be claimed");
+}
+
+int disk_prepare(int dirfd, const struct rt_spec *spec, struct ns_disk *disk, struct sbx_error *err)
+{
+        *disk = (struct ns_disk){.loop_fd = -1};
+        struct stat st;
+        bool have_img = fstatat(dirfd, DISK_IMAGE, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        if (have_img && !S_ISREG(st.st_mode))
+                return sbx_error_set(err, EINVAL, "%s of the sandbox is not a regular file",
+                                     DISK_IMAGE);
+        bool have_upper = fstatat(dirfd, "upper", &st, AT_SYMLINK_NOFOLLOW) == 0;
+        uint64_t bytes = spec->limits.disk_bytes;
+        if (!have_img && (have_upper || bytes == 0))
+                return 0; /* a plain upper/ directory, no cap */
+        if (!have_img) {
+                if (bytes < DISK_MIN_BYTES)
+                        return sbx_error_set(err, EINVAL, "disk limit %" PRIu64 " below 16 MiB",
+                                             bytes);
+                int r = create_image(dirfd, bytes, spec->uid_base, err);
+                if (r < 0)
+                        return r;
+        }
+        _cleanup_close_ int img = openat(dirfd, DISK_IMAGE, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        if (img < 0)
+                return sbx_error_set(err, errno, "open %s", DISK_IMAGE);
+        if (fstat(img, &st) < 0 || !S_ISREG(st.st_mode))
+                return sbx_error_set(err, EINVAL, "%s is not a regular file", DISK_IMAGE);
+        for (int64_t deadline = mono_ms() + DISK_BUSY_WAIT_MS;
+             image_attached(st.st_dev, st.st_ino);) {
+                if (mono_ms() > deadline)
+                        return sbx_error_set(
+                            err, EBUSY, "the sandbox's disk is still attached from a previous run");
+                disk_sleep_ms(20);
+        }
+        int r = attach_loop(img, disk, err);
+        if (r < 0)
+                return r;
+        disk->active = true;
+        return 0;
+}
+
+void disk_release(struct ns_disk *disk)
+{
+        if (disk->loop_fd >= 0)
+                close(disk->loop_fd);
+        disk->loop_fd = -1;
+}
+
+/* In the mounter (the sandbox's mount ns): the image's ext4 on <dir>/disk,
+ * with upper/ and work/ in it. The mount disappears with the namespace. */
+int disk_mount(const struct ns_disk *disk, int dirfd, uint32_t uid, struct sbx_error *err)
+{
+        _cleanup_close_ int fs = fsopen("ext4", FSOPEN_CLOEXEC);
+        if (fs < 0)
+                return sbx_error_set(err, errno, "fsopen ext4");
+        if (fsconfig(fs, FSCONFIG_SET_STRING, "source", disk->dev, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_SET_FLAG, "discard", NULL, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_SET_FLAG, "noinit_itable", NULL, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_SET_STRING, "errors", "remount-ro", 0) < 0 ||
+            fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return sbx_error_set(err, errno, "mount the sandbox disk (%s)", disk->dev);
+        _cleanup_close_ int m = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        if (m < 0)
+                return sbx_error_set(err, errno, "mount the sandbox disk (%s)", disk->dev);
+        _cleanup_close_ int target =
+            openat(dirfd, "disk", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (target < 0)
+                return sbx_error_set(err, errno, "open disk/ of the sandbox");
+        if (move_mount(m, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                return sbx_error_set(err, errno, "attach the sandbox disk");
+        static const struct {
+                const char *name;
+                mode_t mode;
+        } dirs[] = {{"upper", 0755}, {"work", 0700}};
+        for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+                if (mkdirat(m, dirs[i].name, dirs[i].mode) == 0) {
+                        if (fchownat(m, dirs[i].name, uid, (gid_t)uid, AT_SYMLINK_NOFOLLOW) < 0)
+                                return sbx_error_set(err, errno, "chown disk/%s", dirs[i].name);
+                        continue;
+                }
+                struct stat st;
+                if (errno != EEXIST || fstatat(m, dirs[i].name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                    !S_ISDIR(st.st_mode))
+                        return sbx_error_set(err, errno == EEXIST ? ENOTDIR : errno,
+                                             "disk/%s of the sandbox", dirs[i].name);
+        }
+        return 0;
+}

@@ -1,0 +1,570 @@
+/* SPDX-License-Identifier: MIT */
+/* NAT networking of the ns driver.
+ *
+ * A sandbox with RT_NET_NAT gets a veth pair: the host end `sbx<N>` in the
+ * host's network namespace, the other end `eth0` in the sandbox's, a /30 of
+ * the configured range each (host .1, sandbox .2), the host end as default
+ * gateway. N is the index of the /30; the interface name doubles as a
+ * host-wide lock on it (creating an existing name fails, and the kernel
+ * removes the pair with the sandbox's namespace when its last process
+ * exits), so several daemons on one host never hand out one /30 twice.
+ *
+ * What a sandbox may reach is decided by the nftables table `inet sandboxd`
+ * (installed by rt_open, replaced atomically on every daemon start):
+ *  - nothing of the host itself: every packet that arrives on an sbx*
+ *    interface for a local address is rejected (the daemon's API, host
+ *    services, 127/8 through the veth, the gateway address);
+ *  - no private, shared, link-local, multicast or reserved IPv4 range, no
+ *    network the host is directly attached to (its LAN, even with public
+ *    addresses), and not the sandbox range itself (no sandbox-to-sandbox
+ *    traffic); no IPv6 at all (it is disabled on both ends of the pair);
+ *  - replies to what the sandbox opened come back (conntrack), nothing
+ *    else enters; IPv4 is masqueraded to the host's outgoing address.
+ * The host end runs strict reverse-path filtering, so a sandbox with
+ * CAP_NET_RAW cannot spoof another source address.
+ *
+ * Configuration talks rtnetlink directly (no ip(8) processes). */
+#include "ns.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/if_link.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/veth.h>
+#include <net/if.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#define NL_BUF 1024
+#define NFT_RULES_MAX 4096
+
+/* ---- the range ---- */
+
+static int parse_cidr(const char *s, uint32_t *ret_base, unsigned *ret_len)
+{
+        char ip[32];
+        const char *slash = strchr(s, '/');
+        if (!slash || (size_t)(slash - s) >= sizeof(ip))
+                return -EINVAL;
+        memcpy(ip, s, (size_t)(slash - s));
+        ip[slash - s] = '\0';
+        struct in_addr a;
+        char *end;
+        long len = strtol(slash + 1, &end, 10);
+        if (inet_pton(AF_INET, ip, &a) != 1 || *end || end == slash + 1 || len < 8 || len > 30)
+                return -EINVAL;
+        uint32_t base = ntohl(a.s_addr);
+        uint32_t mask = len == 0 ? 0 : ~0U << (32 - len);
+        if (base & ~mask)
+                return -EINVAL; /* host bits set: almost surely a typo */
+        *ret_base = base;
+        *ret_len = (unsigned)len;
+        return 0;
+}
+
+static void fmt_ip(uint32_t host_order, char out[INET_ADDRSTRLEN])
+{
+        struct in_addr a = {.s_addr = htonl(host_order)};
+        inet_ntop(AF_INET, &a, out, INET_ADDRSTRLEN);
+}
+
+/* ---- resolv.conf ---- */
+
+/* Whether an IPv4 nameserver is one a NAT sandbox may reach. */
+static bool public_ipv4(uint32_t a)
+{
+        static const struct {
+                uint32_t net;
+                unsigned len;
+        } blocked[] = {
+            {0x00000000, 8},  {0x0a000000, 8},  {0x64400000, 10}, {0x7f000000, 8}, {0xa9fe0000, 16},
+            {0xac100000, 12}, {0xc0000000, 24}, {0xc0a80000, 16}, {0xe0000000, 4}, {0xf0000000, 4},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(blocked); i++)
+                if ((a & (~0U << (32 - blocked[i].len))) == blocked[i].net)
+                        return false;
+        return true;
+}
+
+/* "a, b" (or the host's /etc/resolv.conf when list is NULL: its public
+ * IPv4 servers only) -> "nameserver a\nnameserver b\n"; "" when none. */
+static int make_resolv(const char *list, char *out, size_t out_len, struct sbx_error *err)
+{
+        char buf[1024] = "";
+        out[0] = '\0';
+        if (list) {
+                snprintf(buf, sizeof(buf), "%s", list);
+        } else {
+                /* systemd-resolved's stub (127.0.0.53) hides the upstream
+                 * servers in its own file. */
+                static const char *const files[] = {"/etc/resolv.conf",
+                                                    "/run/systemd/resolve/resolv.conf"};
+                for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+                        FILE *f = fopen(files[i], "re");
+                        char line[256];
+                        while (f && fgets(line, sizeof(line), f)) {
+                                char ip[64];
+                                if (sscanf(line, " nameserver %63s", ip) == 1) {
+                                        size_t l = strlen(buf);
+                                        snprintf(buf + l, sizeof(buf) - l, "%s%s", l ? "," : "",
+                                                 ip);
+                                }
+                        }
+                        if (f)
+                                fclose(f);
+                }
+        }
+        char *save = NULL;
+        int n = 0;
+        for (char *t = strtok_r(buf, ", \t", &save); t && n < 3;
+             t = strtok_r(NULL, ", \t", &save)) {
+                struct in_addr a;
+                if (inet_pton(AF_INET, t, &a) != 1) {
+                        if (list)
+                                return sbx_error_set(err, EINVAL,
+                                                     "dns: `%s` is not an IPv4 address", t);
+                        continue;
+                }
+                if (!public_ipv4(ntohl(a.s_addr))) {
+                        if (list)
+                                return sbx_error_set(err, EINVAL,
+                                                     "dns: %s is a private or local address a "
+                                                     "sandbox may not reach",
+                                                     t);
+                        continue;
+                }
+                size_t l = strlen(out);
+                snprintf(out + l, out_len - l, "nameserver %s\n", t);
+                n++;
+        }
+        return 0;
+}
+
+/* ---- the host's side: forwarding and the nftables table ---- */
+
+static int write_file(const char *path, const char *text)
+{
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        return write_all(fd, text, strlen(text));
+}
+
+static int read_small(const char *path, char *out, size_t len)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read(fd, out, len - 1);
+        if (n < 0)
+                return -errno;
+        out[n] = '\0';
+        return (int)n;
+}
+
+/* Turn IPv4 forwarding on. When the host did not route before sandboxd
+ * (remembered in /run, which lives as long as the setting), it must not
+ * start routing for its LAN either: *ret_router says whether it did. */
+static int enable_forwarding(bool *ret_router, struct sbx_error *err)
+{
+        static const char fwd[] = "/proc/sys/net/ipv4/ip_forward";
+        static const char mark[] = "/run/sandboxd/ip_forward-was-off";
+        char v[8] = "";
+        int r = read_small(fwd, v, sizeof(v));
+        if (r < 0)
+                return sbx_error_set(err, -r, "read %s", fwd);
+        bool was_on = v[0] == '1';
+        if (!was_on) {
+                mkdir_p("/run/sandboxd", 0755);
+                _cleanup_close_ int fd =
+                    open(mark, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+                if (fd < 0)
+                        return sbx_error_set(err, errno, "create %s", mark);
+                if ((r = write_file(fwd, "1\n")) < 0)
+                        return sbx_error_set(err, -r, "turn on %s", fwd);
+        }
+        *ret_router = was_on && access(mark, F_OK) != 0;
+        return 0;
+}
+
+static bool plain_ifname(const char *n)
+{
+        bool ok = strlen(n) < IFNAMSIZ && strncmp(n, "sbx", 3) != 0;
+        for (const char *c = n; ok && *c; c++)
+                ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                     (*c >= '0' && *c <= '9') || *c == '-' || *c == '_' || *c == '.';
+        return ok;
+}
+
+static void append(char *out, size_t len, const char *item)
+{
+        size_t l = strlen(out);
+        if (!strstr(out, item) && l + strlen(item) + 3 < len)
+                snprintf(out + l, len - l, "%s%s", l ? ", " : "", item);
+}
+
+/* From the host's IPv4 routes: the interfaces of its default routes, as an
+ * nft list ("\"eth0\""), and the networks it is directly attached to
+ * ("192.0.2.0/24"), the LAN a sandbox must not reach even when its
+ * addresses are public. Names go into the nft script: plain ones only. */
+static void host_routes(char *uplinks, size_t ulen, char *onlink, size_t olen)
+{
+        uplinks[0] = onlink[0] = '\0';
+        FILE *f = fopen("/proc/net/route", "re");
+        char line[256];
+        while (f && fgets(line, sizeof(line), f)) {
+                char ifname[IFNAMSIZ + 1];
+                unsigned dst, gw, flags, mask;
+                if (sscanf(line, "%16s %x %x %x %*s %*s %*s %x", ifname, &dst, &gw, &flags,
+                           &mask) != 5 ||
+                    !plain_ifname(ifname))
+                        continue;
+                /* The kernel prints the network-order words as host integers. */
+                uint32_t d = ntohl(dst), m = ntohl(mask);
+                char item[48];
+                if (d == 0 && m == 0) {
+                        snprintf(item, sizeof(item), "\"%s\"", ifname);
+                        append(uplinks, ulen, item);
+                } else if (gw == 0 && (~m & (~m + 1)) == 0) {
+                        char ip[INET_ADDRSTRLEN];
+                        fmt_ip(d & m, ip);
+                        snprintf(item, sizeof(item), "%s/%d", ip, __builtin_popcount(m));
+                        append(onlink, olen, item);
+                }
+        }
+        if (f)
+                fclose(f);
+}
+
+static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t len)
+{
+        char base[INET_ADDRSTRLEN], up[256], lan[512] = "", onlink[1024];
+        fmt_ip(n->base, base);
+        host_routes(up, sizeof(up), onlink, sizeof(onlink));
+        /* A host that did not route before must not start routing for its
+         * LAN: new flows arriving on an uplink go to a sandbox (replies) or
+         * nowhere. Other forwarding (containers, published ports) is left
+         * alone. */
+        if (!router && up[0])
+                snprintf(lan, sizeof(lan),
+                         "    iifname { %s } oifname != \"sbx*\" ct state new ct status != dnat "
+                         "drop\n",
+                         up);
+        int w = snprintf(
+            out, len,
+            "table inet sandboxd\n"
+            "delete table inet sandboxd\n"
+            "table inet sandboxd {\n"
+            "  set blocked4 {\n"
+            "    type ipv4_addr; flags interval; auto-merge;\n"
+            "    elements = { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8,\n"
+            "                 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16,\n"
+            "                 224.0.0.0/4, 240.0.0.0/4, %s/%u%s%s }\n"
+            "  }\n"
+            "  chain input {\n"
+            "    type filter hook input priority filter - 10; policy accept;\n"
+            "    iifname \"sbx*\" meta l4proto tcp reject with tcp reset\n"
+            "    iifname \"sbx*\" drop\n"
+            "  }\n"
+            "  chain forward {\n"
+            "    type filter hook forward priority filter - 10; policy accept;\n"
+            "    iifname \"sbx*\" meta nfproto ipv6 drop\n"
+            "    iifname \"sbx*\" ip saddr != %s/%u drop\n"
+            "    iifname \"sbx*\" ip daddr @blocked4 reject with icmpx admin-prohibited\n"
+            "    iifname \"sbx*\" oifname \"sbx*\" drop\n"
+            "    iifname \"sbx*\" accept\n"
+            "    oifname \"sbx*\" ct state established,related accept\n"
+            "    oifname \"sbx*\" drop\n"
+            "%s"
+            "  }\n"
+            "  chain postrouting {\n"
+            "    type nat hook postrouting priority srcnat; policy accept;\n"
+            "    ip saddr %s/%u oifname != \"sbx*\" masquerade\n"
+            "  }\n"
+            "}\n",
+            base, n->prefix, onlink[0] ? ", " : "", onlink, base, n->prefix, lan, base, n->prefix);
+        return w < 0 || (size_t)w >= len ? -E2BIG : 0;
+}
+
+static int run_nft(const char *rules, struct sbx_error *err)
+{
+        static const char *const paths[] = {"/usr/sbin/nft", "/sbin/nft"};
+        const char *nft = NULL;
+        for (size_t i = 0; i < ARRAY_SIZE(paths) && !nft; i++)
+                if (access(paths[i], X_OK) == 0)
+                        nft = paths[i];
+        if (!nft)
+                return sbx_error_set(err, ENOENT,
+                                     "network nat needs nft (the nftables package); or set "
+                                     "network = none");
+        int in[2], ep[2];
+        if (pipe2(in, O_CLOEXEC) < 0)
+                return sbx_error_set(err, errno, "pipe");
+        if (pipe2(ep, O_CLOEXEC) < 0) {
+                close(in[0]);
+                close(in[1]);
+                return sbx_error_set(err, errno, "pipe");
+        }
+        pid_t pid = fork();
+        if (pid == 0) {
+                int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+                if (null < 0 || dup2(in[0], 0) < 0 || dup2(null, 1) < 0 || dup2(ep[1], 2) < 0)
+                        _exit(127);
+                close_range(3, ~0U, 0);
+                char *const argv[] = {(char *)nft, "-f", "-", NULL};
+                char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
+                execve(nft, argv, envp);
+                _exit(127);
+        }
+        int fork_err = pid < 0 ? errno : 0;
+        close(in[0]);
+        close(ep[1]);
+        /* nft may exit before reading: EPIPE, not a SIGPIPE that would end
+         * the daemon (rt_open runs before it ignores SIGPIPE). */
+        struct sigaction ign = {.sa_handler = SIG_IGN}, old;
+        sigaction(SIGPIPE, &ign, &old);
+        int r = pid < 0 ? -fork_err : write_all(in[1], rules, strlen(rules));
+        sigaction(SIGPIPE, &old, NULL);
+        close(in[1]);
+        char msg[256] = "";
+        ssize_t n = pid < 0 ? 0 : read(ep[0], msg, sizeof(msg) - 1);
+        msg[n > 0 ? n : 0] = '\0';
+        for (char *p = msg; *p; p++)
+                if (*p == '\n')
+                        *p = ' ';
+        close(ep[0]);
+        if (pid < 0)
+                return sbx_error_set(err, -r, "fork nft");
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                ;
+        if (r < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                return sbx_error_set(err, EIO, "install the nftables table inet sandboxd: %s",
+                                     msg[0] ? msg : "nft failed");
+        return 0;
+}
+
+int net_host_setup(const char *range, const char *dns, struct ns_net_cfg *ret,
+                   struct sbx_error *err)
+{
+        memset(ret, 0, sizeof(*ret));
+        if (!range)
+                return 0;
+        if (parse_cidr(range, &ret->base, &ret->prefix) < 0)
+                return sbx_error_set(err, EINVAL,
+                                     "net_range `%s`: want an IPv4 network a.b.c.d/8..30", range);
+        ret->slots = 1U << (32 - ret->prefix - 2);
+        int r = make_resolv(dns && *dns ? dns : NULL, ret->resolv, sizeof(ret->resolv), err);
+        if (r < 0)
+                return r;
+        bool router = false;
+        if ((r = enable_forwarding(&router, err)) < 0)
+                return r;
+        char rules[NFT_RULES_MAX];
+        if (nft_rules(ret, router, rules, sizeof(rules)) < 0)
+                return sbx_error_set(err, E2BIG, "nftables rules");
+        if ((r = run_nft(rules, err)) < 0)
+                return r;
+        ret->enabled = true;
+        return 0;
+}
+
+/* ---- rtnetlink ---- */
+
+struct nl_msg {
+        struct nlmsghdr h;
+        char data[NL_BUF];
+};
+
+static void nl_init(struct nl_msg *m, uint16_t type, uint16_t flags, const void *hdr, size_t len)
+{
+        memset(m, 0, sizeof(*m));
+        m->h.nlmsg_len = NLMSG_LENGTH(len);
+        m->h.nlmsg_type = type;
+        m->h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+        memcpy(NLMSG_DATA(&m->h), hdr, len);
+}
+
+static struct rtattr *nl_attr(struct nl_msg *m, uint16_t type, const void *data, size_t len)
+{
+        size_t at = NLMSG_ALIGN(m->h.nlmsg_len);
+        if (at + RTA_SPACE(len) > sizeof(*m))
+                return NULL;
+        struct rtattr *a = (struct rtattr *)((char *)m + at);
+        a->rta_type = type;
+        a->rta_len = (unsigned short)RTA_LENGTH(len);
+        if (len)
+                memcpy(RTA_DATA(a), data, len);
+        m->h.nlmsg_len = (uint32_t)(at + RTA_SPACE(len));
+        return a;
+}
+
+static void nl_nest_end(struct nl_msg *m, struct rtattr *nest)
+{
+        nest->rta_len = (unsigned short)((char *)m + m->h.nlmsg_len - (char *)nest);
+}
+
+/* Send one request, wait for its ack: 0 or -errno. */
+static int nl_talk(struct nl_msg *m)
+{
+        _cleanup_close_ int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+        if (fd < 0)
+                return -errno;
+        struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
+        m->h.nlmsg_seq = 1;
+        if (sendto(fd, m, m->h.nlmsg_len, 0, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+                return -errno;
+        char buf[4096];
+        for (;;) {
+                ssize_t n = recv(fd, buf, sizeof(buf), 0);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+                     h = NLMSG_NEXT(h, n)) {
+                        if (h->nlmsg_seq != 1)
+                                continue;
+                        if (h->nlmsg_type == NLMSG_ERROR) {
+                                const struct nlmsgerr *e = NLMSG_DATA(h);
+                                return e->error;
+                        }
+                        if (h->nlmsg_type == NLMSG_DONE)
+                                return 0;
+                }
+        }
+}
+
+/* veth `name` here, its peer `eth0` in the namespace of netns_fd. */
+static int nl_veth_add(const char *name, int netns_fd)
+{
+        struct nl_msg m;
+        struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
+        nl_init(&m, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, &ifi, sizeof(ifi));
+        nl_attr(&m, IFLA_IFNAME, name, strlen(name) + 1);
+        struct rtattr *info = nl_attr(&m, IFLA_LINKINFO, NULL, 0);
+        nl_attr(&m, IFLA_INFO_KIND, "veth", 4);
+        struct rtattr *data = nl_attr(&m, IFLA_INFO_DATA, NULL, 0);
+        struct rtattr *peer = nl_attr(&m, VETH_INFO_PEER, &ifi, sizeof(ifi));
+        nl_attr(&m, IFLA_IFNAME, "eth0", 5);
+        uint32_t fd = (uint32_t)netns_fd;
+        if (!nl_attr(&m, IFLA_NET_NS_FD, &fd, sizeof(fd)))
+                return -E2BIG;
+        nl_nest_end(&m, peer);
+        nl_nest_end(&m, data);
+        nl_nest_end(&m, info);
+        return nl_talk(&m);
+}
+
+static int nl_addr_add(int ifindex, uint32_t addr, unsigned prefix)
+{
+        struct nl_msg m;
+        struct ifaddrmsg ifa = {.ifa_family = AF_INET,
+                                .ifa_prefixlen = (unsigned char)prefix,
+                                .ifa_scope = RT_SCOPE_UNIVERSE,
+                                .ifa_index = (unsigned)ifindex};
+        nl_init(&m, RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, &ifa, sizeof(ifa));
+        uint32_t a = htonl(addr);
+        nl_attr(&m, IFA_LOCAL, &a, 4);
+        nl_attr(&m, IFA_ADDRESS, &a, 4);
+        return nl_talk(&m);
+}
+
+static int nl_link_up(int ifindex)
+{
+        struct nl_msg m;
+        struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC,
+                                .ifi_index = ifindex,
+                                .ifi_flags = IFF_UP,
+                                .ifi_change = IFF_UP};
+        nl_init(&m, RTM_NEWLINK, 0, &ifi, sizeof(ifi));
+        return nl_talk(&m);
+}
+
+static int nl_default_route(int ifindex, uint32_t gw)
+{
+        struct nl_msg m;
+        struct rtmsg rt = {.rtm_family = AF_INET,
+                           .rtm_table = RT_TABLE_MAIN,
+                           .rtm_protocol = RTPROT_BOOT,
+                           .rtm_scope = RT_SCOPE_UNIVERSE,
+                           .rtm_type = RTN_UNICAST};
+        nl_init(&m, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, &rt, sizeof(rt));
+        uint32_t g = htonl(gw);
+        uint32_t oif = (uint32_t)ifindex;
+        nl_attr(&m, RTA_GATEWAY, &g, 4);
+        nl_attr(&m, RTA_OIF, &oif, 4);
+        return nl_talk(&m);
+}
+
+/* /proc/sys/net/<family>/conf/<ifname>/<key> of the caller's netns. */
+static int if_sysctl(const char *family, const char *ifname, const char *key, const char *value)
+{
+        char p[128];
+        snprintf(p, sizeof(p), "/proc/sys/net/%s/conf/%s/%s", family, ifname, key);
+        return write_file(p, value);
+}
+
+/* ---- per sandbox ---- */
+
+int net_veth_create(const struct ns_net_cfg *cfg, uint32_t hint, int netns_fd, struct ns_net *ret,
+                    struct sbx_error *err)
+{
+        if (!cfg->enabled)
+                return sbx_error_set(err, ENOTSUP,
+                                     "network nat is not enabled on this daemon (network = none)");
+        memset(ret, 0, sizeof(*ret));
+        int r = -EEXIST;
+        uint32_t idx = 0;
+        /* The first free /30, starting from the hint: the name is the lock. */
+        for (uint32_t i = 0; i < cfg->slots && r == -EEXIST; i++) {
+                idx = (hint + i) % cfg->slots;
+                snprintf(ret->host_if, sizeof(ret->host_if), "sbx%" PRIu32, idx);
+                r = nl_veth_add(ret->host_if, netns_fd);
+        }
+        if (r == -EEXIST)
+                return sbx_error_set(err, EADDRNOTAVAIL,
+                                     "every /30 of the sandbox network is in use");
+        if (r < 0)
+                return sbx_error_set(err, -r, "create veth %s", ret->host_if);
+        ret->host_addr = cfg->base + 4 * idx + 1;
+        ret->sb_addr = cfg->base + 4 * idx + 2;
+        int ifindex = (int)if_nametoindex(ret->host_if);
+        if (ifindex <= 0)
+                return sbx_error_set(err, errno, "find %s", ret->host_if);
+        /* No IPv6 (no link-local either), strict reverse-path filtering (no
+         * spoofed sources), no route to 127/8, no redirects. Before the
+         * link comes up. */
+        r = if_sysctl("ipv6", ret->host_if, "disable_ipv6", "1");
+        if (r == -ENOENT) /* a host without IPv6 */
+                r = 0;
+        if (r < 0 || (r = if_sysctl("ipv4", ret->host_if, "rp_filter", "1")) < 0 ||
+            (r = if_sysctl("ipv4", ret->host_if, "route_localnet", "0")) < 0 ||
+            (r = if_sysctl("ipv4", ret->host_if, "send_redirects", "0")) < 0 ||
+            (r = if_sysctl("ipv4", ret->host_if, "accept_local", "0")) < 0)
+                return sbx_error_set(err, -r, "configure %s", ret->host_if);
+        if ((r = nl_addr_add(ifindex, ret->host_addr, 30)) < 0 || (r = nl_link_up(ifindex)) < 0)
+                return sbx_error_set(err, -r, "bring up %s", ret->host_if);
+        ret->active = true;
+        return 0;
+}
+
+int net_sandbox_setup(const struct ns_net *n, struct sbx_error *err)
+{
+        int ifindex = (int)if_nametoindex("eth0");
+        if (ifindex <= 0)
+                return sbx_error_set(err, errno, "find eth0 in the sandbox");
+        int r = if_sysctl("ipv6", "eth0", "disable_ipv6", "1");
+        if (r < 0 && r != -ENOENT)
+                return sbx_error_set(err, -r, "disable IPv6 on the sandbox's eth0");
+        if ((r = nl_addr_add(ifindex, n->sb_addr, 30)) < 0 || (r = nl_link_up(ifindex)) < 0 ||
+            (r = nl_default_route(ifindex, n->host_addr)) < 0)
+                return sbx_error_set(err, -r, "configure the sandbox's eth0");
+        return 0;
+}

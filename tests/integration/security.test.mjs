@@ -1,0 +1,593 @@
+// Isolation, attacked from inside: the escape probe, a host-side posture
+// check, resource bombs next to a neighbour that must keep answering,
+// orphans, signals to the agent, hostile layers, and the network policy.
+//
+// Every address the network tests aim at is bound on this machine or
+// routed (a /32) into a network namespace the test makes, so no packet
+// leaves the machine even if the filter were broken. The host's default
+// route and DNS are never touched. `npm install` (the one test that needs
+// the internet) runs only with SANDBOXD_TEST_INTERNET=1.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import {
+  readFileSync, readdirSync, existsSync, writeFileSync, statfsSync, statSync, mkdtempSync,
+  rmSync, symlinkSync, mkdirSync, readlinkSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import net from "node:net";
+import { join, dirname } from "node:path";
+import { Daemon, Client, sleep, BIN, HAVE_DEBIAN } from "./lib/daemon.mjs";
+
+const PROBE = process.env.SANDBOXD_PROBE || join(dirname(BIN), "tests/probe");
+const DOCKER_CAPS = "00000000a80425fb";
+const CANARY_VALUE = `canary-${randomBytes(12).toString("hex")}`;
+const CANARY_ENV = { [`SANDBOXD_CANARY_${process.pid}`]: CANARY_VALUE };
+// Small limits so the bombs hit them fast.
+const LIMITS = ["--pids-limit", "128", "--memory-limit", "128M", "--tmp-size", "16M",
+  "--disk-limit", "64M"];
+
+// ---- host-side helpers ----
+
+const sh = (cmd) => execFileSync("/bin/sh", ["-c", cmd], { stdio: ["ignore", "pipe", "pipe"] }).toString();
+const sha = (path) => createHash("sha256").update(readFileSync(path)).digest("hex");
+const alive = (pid) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+function cgroupBase(d) {
+  const inst = readFileSync(join(d.state, "instance-id"), "utf8").trim();
+  const v2 = existsSync("/sys/fs/cgroup/unified/cgroup.procs") ? "/sys/fs/cgroup/unified" : "/sys/fs/cgroup";
+  return { v2: join(v2, "sandboxd", inst), inst, pureV2: v2 === "/sys/fs/cgroup" };
+}
+// A limit file of the sandbox's cgroup (v1 controller dir on hybrid hosts).
+function limitFile(d, id, ctrl, file) {
+  const { v2, inst, pureV2 } = cgroupBase(d);
+  return pureV2 ? join(v2, `sb-${id}`, file) : join("/sys/fs/cgroup", ctrl, "sandboxd", inst, `sb-${id}`, file);
+}
+function sandboxIds(d) {
+  const { v2 } = cgroupBase(d);
+  if (!existsSync(v2)) return [];
+  return readdirSync(v2).filter((n) => n.startsWith("sb-")).map((n) => n.slice(3));
+}
+function pidsOf(d, id) {
+  try {
+    return readFileSync(join(cgroupBase(d).v2, `sb-${id}`, "cgroup.procs"), "utf8")
+      .split("\n").filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+const comm = (pid) => {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, "utf8").trim();
+  } catch {
+    return "";
+  }
+};
+// The sandbox whose /workspace holds `marker`, seen from the host through
+// one of its processes (works whatever backs the writable layer).
+function findSandbox(d, marker) {
+  for (const id of sandboxIds(d))
+    for (const pid of pidsOf(d, id))
+      if (existsSync(`/proc/${pid}/root/workspace/${marker}`)) return { id, pids: pidsOf(d, id), dir: join(d.state, "sandboxes", id) };
+  throw new Error(`no sandbox holds /workspace/${marker}`);
+}
+function status(pid) {
+  const out = {};
+  for (const line of readFileSync(`/proc/${pid}/status`, "utf8").split("\n")) {
+    const i = line.indexOf(":");
+    if (i > 0) out[line.slice(0, i)] = line.slice(i + 1).trim();
+  }
+  return out;
+}
+
+async function put(c, name, path, body) {
+  const r = await c.data(name, "PUT", `/files?path=${encodeURIComponent(path)}`, body, true);
+  assert.equal(r.status, 204, `PUT ${path}: ${r.status} ${JSON.stringify(r.body)}`);
+}
+async function installProbe(c, name) {
+  await put(c, name, "/workspace/probe", readFileSync(PROBE));
+  const r = await c.exec(name, ["chmod", "+x", "/workspace/probe"]);
+  assert.equal(r.exitCode, 0, r.stderr);
+}
+async function runProbe(c, name, args, timeoutMs = 60000) {
+  const r = await c.exec(name, ["/workspace/probe", ...args], { timeoutMs });
+  assert.equal(r.exitCode, 0, `probe exit ${r.exitCode}: ${r.stderr}\n${r.stdout}`);
+  return JSON.parse(r.stdout).checks;
+}
+function assertNothingReached(checks, expected = []) {
+  const names = checks.map((c) => c.name);
+  for (const n of expected) assert.ok(names.includes(n), `probe did not run ${n}`);
+  const reached = checks.filter((c) => c.reached);
+  assert.deepEqual(reached.map((c) => `${c.name}: ${c.detail}`), []);
+}
+
+async function until(fn, ms = 15000) {
+  const t0 = Date.now();
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() - t0 > ms) throw new Error("timed out waiting");
+    await sleep(100);
+  }
+}
+
+// Execs in `name` keep answering (each within maxMs) while `busy()` runs.
+async function keepsAnswering(c, name, busy, { maxMs = 5000, every = 200 } = {}) {
+  let done = false, count = 0;
+  const loop = (async () => {
+    while (!done) {
+      const t0 = Date.now();
+      const r = await c.exec(name, ["/bin/echo", "pong"], { timeoutMs: maxMs });
+      const dt = Date.now() - t0;
+      assert.equal(r.stdout, "pong\n");
+      assert.ok(dt < maxMs, `neighbour took ${dt} ms`);
+      count++;
+      await sleep(every);
+    }
+  })();
+  try {
+    return await busy();
+  } finally {
+    done = true;
+    await loop;
+    assert.ok(count >= 1, "the neighbour never answered");
+  }
+}
+
+// ---- the shared daemon ----
+
+let d, c;
+before(async () => {
+  d = await new Daemon({ env: CANARY_ENV, args: [...LIMITS, "--network", "none", "--pool-size", "0"] }).start();
+  c = new Client(d);
+});
+after(async () => d && (await d.destroy()));
+
+test("the escape probe reaches nothing", async () => {
+  // A neighbour's process and a host process: neither may be signalled.
+  await c.sh("neighbour", "echo n > /workspace/neighbour-marker");
+  const bg = await c.data("neighbour", "POST", "/processes", { command: ["/bin/sleep", "1000"] });
+  assert.equal(bg.status, 200);
+  await sleep(100);
+  const nb = findSandbox(d, "neighbour-marker");
+  const nbSleep = nb.pids.find((p) => comm(p) === "sleep");
+  assert.ok(nbSleep, "neighbour's sleep not found");
+  const hostProc = spawn("/bin/sleep", ["60"], { stdio: "ignore" });
+  const hostFile = join(d.state, `host-only-${process.pid}`);
+  writeFileSync(hostFile, "host");
+  // A host abstract unix socket (those live in the network namespace).
+  const abstract = `sandboxd-test-${process.pid}`;
+  const absSrv = net.createServer((s) => s.end("host\n"));
+  await new Promise((r) => absSrv.listen(`\0${abstract}`, r));
+  try {
+    await installProbe(c, "probe");
+    const checks = await runProbe(c, "probe", [
+      `--canary=${CANARY_VALUE}`, `--pid=${hostProc.pid}`, `--pid=${nbSleep}`, `--pid=${d.proc.pid}`,
+      `--pid=${process.pid}`, `--host-file=${hostFile}`, `--abstract=${abstract}`,
+    ]);
+    assertNothingReached(checks, [
+      "proc_exe_write", "fd_leak", "cwd_leak", "proc_sys_write", "masked_paths", "mknod", "host_devices",
+      "cgroupfs_mount", "new_namespaces", "packet_netlink_sockets", "ptrace_pid1", "signal_pid1",
+      "signal_outside", "keyring", "bpf_perf_io_uring_userfaultfd", "mount_api", "other_syscalls",
+      "tiocsti_tioclinux", "i386_int80", "x32_syscall", "env_canary", "host_files", "posture", "mounts",
+      "abstract_unix", "kill_all",
+    ]);
+    // The foreign ABIs are killed by seccomp (SIGSYS), not merely refused;
+    // a kernel without i386 emulation answers int 0x80 with SIGSEGV.
+    assert.match(checks.find((x) => x.name === "x32_syscall").detail, /killed by signal 31/);
+    assert.match(checks.find((x) => x.name === "i386_int80").detail, /killed by signal (31|11)/);
+    assert.ok(alive(hostProc.pid), "host process was killed");
+    assert.ok(alive(nbSleep), "neighbour's process was killed");
+    assert.equal((await c.exec("neighbour", ["/bin/echo", "ok"])).stdout, "ok\n");
+    // The agent survived kill(-1) and the signals: it still runs commands.
+    assert.equal((await c.exec("probe", ["/bin/echo", "ok"])).stdout, "ok\n");
+  } finally {
+    hostProc.kill("SIGKILL");
+    absSrv.close();
+  }
+});
+
+test("posture of a workload process, read from the host", async () => {
+  await c.sh("posture", "echo p > /workspace/posture-marker");
+  const p = await c.data("posture", "POST", "/processes", { command: ["/bin/sleep", "1000"] });
+  assert.equal(p.status, 200);
+  await sleep(100);
+  const sb = findSandbox(d, "posture-marker");
+  const pid = sb.pids.find((x) => comm(x) === "sleep");
+  assert.ok(pid, "workload process not found in the sandbox's cgroup");
+  const st = status(pid);
+  assert.equal(st.CapEff, DOCKER_CAPS);
+  assert.equal(st.CapPrm, DOCKER_CAPS);
+  assert.equal(st.CapBnd, DOCKER_CAPS);
+  assert.equal(st.CapInh, "0000000000000000");
+  assert.equal(st.CapAmb, "0000000000000000");
+  assert.equal(st.NoNewPrivs, "1");
+  assert.equal(st.Seccomp, "2");
+  assert.ok(Number(st.Seccomp_filters) >= 2, `Seccomp_filters ${st.Seccomp_filters}`);
+  // Root inside is an unprivileged host uid of this sandbox's own range.
+  const [ruid, euid] = st.Uid.split(/\s+/).map(Number);
+  assert.ok(ruid >= 65536 && euid >= 65536, `host uid ${st.Uid}`);
+  assert.equal(readFileSync(`/proc/${pid}/uid_map`, "utf8").trim().split(/\s+/)[0], "0");
+  for (const ns of ["user", "mnt", "pid", "net", "ipc", "uts", "cgroup"])
+    assert.notEqual(readlinkSync(`/proc/${pid}/ns/${ns}`), readlinkSync(`/proc/self/ns/${ns}`), ns);
+  // Each sandbox has a range of its own.
+  const other = findSandbox(d, "neighbour-marker").pids[0];
+  assert.notEqual(Number(status(other).Uid.split(/\s+/)[0]), ruid);
+  // No daemon fd or cwd reached the workload.
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    const target = readlinkSync(`/proc/${pid}/fd/${fd}`);
+    assert.ok(Number(fd) <= 2, `fd ${fd} -> ${target}`);
+    assert.ok(!target.startsWith("/") || target === "/dev/null", `fd ${fd} -> ${target}`);
+    assert.ok(!statSync(`/proc/${pid}/fd/${fd}`).isDirectory(), `fd ${fd} is a directory`);
+  }
+  assert.equal(readlinkSync(`/proc/${pid}/cwd`), "/workspace");
+  assert.equal(readFileSync(`/proc/${pid}/environ`, "utf8").includes(CANARY_VALUE), false);
+  // The agent (PID 1 inside) got none of the daemon's environment either.
+  const init = sb.pids.find((x) => readFileSync(`/proc/${x}/status`, "utf8").match(/^NSpid:.*\s1$/m));
+  assert.ok(init, "the sandbox's PID 1 is not in its cgroup");
+  assert.equal(readFileSync(`/proc/${init}/environ`, "utf8"), "");
+  assert.equal(status(init).NoNewPrivs, "1");
+  assert.equal(status(init).Seccomp, "2");
+});
+
+test("a fork bomb stays inside its sandbox while a neighbour keeps answering", async () => {
+  await c.sh("bomb", "echo b > /workspace/bomb-marker");
+  await c.attach("calm");
+  const id = findSandbox(d, "bomb-marker").id;
+  const p = await c.data("bomb", "POST", "/processes", { command: ["/bin/sh", "-c", "f() { f | f & }; f; sleep 30"] });
+  assert.equal(p.status, 200);
+  let peak = 0;
+  await keepsAnswering(c, "calm", async () => {
+    for (let i = 0; i < 30; i++) {
+      await sleep(100);
+      peak = Math.max(peak, Number(readFileSync(limitFile(d, id, "pids", "pids.current"), "utf8")));
+    }
+  });
+  assert.ok(peak <= 128, `pids.current peaked at ${peak}`);
+  // The bomb did run into the limit (forks were refused).
+  assert.match(readFileSync(limitFile(d, id, "pids", "pids.events"), "utf8"), /max [1-9]/);
+  // The host still forks.
+  assert.equal(sh("echo host-ok"), "host-ok\n");
+  // Killing the bomb's group brings its own sandbox back.
+  await c.data("bomb", "DELETE", `/processes/${p.body.processId}`);
+  assert.equal(await until(async () => {
+    try {
+      return (await c.exec("bomb", ["/bin/echo", "back"], { timeoutMs: 3000 })).stdout === "back\n";
+    } catch {
+      return false;
+    }
+  }), true);
+});
+
+test("a memory bomb is OOM-killed inside its sandbox; the agent and a neighbour live", async () => {
+  await c.sh("membomb", "echo m > /workspace/mem-marker");
+  await installProbe(c, "membomb");
+  const id = findSandbox(d, "mem-marker").id;
+  const r = await keepsAnswering(c, "calm", () =>
+    c.exec("membomb", ["/workspace/probe", "memhog"], { timeoutMs: 30000 }));
+  assert.equal(r.timedOut, false);
+  assert.equal(r.exitCode, 137, `memhog exit ${r.exitCode}: ${r.stdout.slice(-200)}`);
+  const mib = Number((r.stdout.trim().split("\n").pop() || "0 ").split(" ")[0]);
+  assert.ok(mib <= 128, `memhog got ${mib} MiB past a 128 MiB limit`);
+  const events = cgroupBase(d).pureV2 ? "memory.events" : "memory.oom_control";
+  const oom = readFileSync(limitFile(d, id, "memory", events), "utf8");
+  assert.match(oom, /oom_kill [1-9]/);
+  // The agent was not the victim.
+  assert.equal((await c.exec("membomb", ["/bin/echo", "alive"])).stdout, "alive\n");
+});
+
+test("disk, /tmp and /dev/shm fill up to their caps: ENOSPC inside, host disk untouched", async () => {
+  await c.sh("diskfill", "echo d > /workspace/disk-marker");
+  const host0 = statfsSync(d.state);
+  const free0 = host0.bavail * host0.bsize;
+  const r = await keepsAnswering(c, "calm", () => c.sh("diskfill",
+    "dd if=/dev/zero of=/workspace/fill bs=1M 2>&1; echo rc=$?; ls -l /workspace/fill",
+    { timeoutMs: 60000 }));
+  assert.match(r.stdout, /No space left on device/);
+  const size = Number(r.stdout.trim().split("\n").pop().split(/\s+/)[4]);
+  assert.ok(size > 32 << 20 && size <= 64 << 20, `filled ${size} bytes`);
+  const host1 = statfsSync(d.state);
+  const used = free0 - host1.bavail * host1.bsize;
+  assert.ok(used < 80 << 20, `host disk use grew by ${used} bytes`);
+  // The file API says so too (402 cap_reached), and leaves nothing behind.
+  const big = await c.data("diskfill", "PUT", `/files?path=${encodeURIComponent("/workspace/big")}`, randomBytes(8 << 20), true);
+  assert.equal(big.status, 402, JSON.stringify(big.body));
+  assert.equal((await c.sh("diskfill", "ls -A /workspace")).stdout, "disk-marker\nfill\n");
+  // Deleting frees the space again.
+  assert.equal((await c.sh("diskfill", "rm /workspace/fill && echo x > /workspace/after && cat /workspace/after")).stdout, "x\n");
+  // tmpfs caps: size and inodes.
+  const t = await c.sh("diskfill", "dd if=/dev/zero of=/tmp/fill bs=1M 2>&1; ls -l /tmp/fill; rm /tmp/fill");
+  assert.match(t.stdout, /No space left on device/);
+  assert.ok(Number(t.stdout.trim().split("\n").pop().split(/\s+/)[4]) <= 16 << 20);
+  const s = await c.sh("diskfill", "dd if=/dev/zero of=/dev/shm/fill bs=1M 2>&1; rm /dev/shm/fill");
+  assert.match(s.stdout, /No space left on device/);
+  const inodes = await c.sh("diskfill", "mkdir /tmp/i && cd /tmp/i && i=0; while [ $i -lt 20000 ]; do touch f$i 2>/dev/null || break; i=$((i+1)); done; echo $i; cd /; rm -rf /tmp/i",
+    { timeoutMs: 60000 });
+  assert.ok(Number(inodes.stdout.trim()) < 20000, `created ${inodes.stdout.trim()} files in a 16M /tmp`);
+});
+
+test("500 double-forked orphans leave no zombie", async () => {
+  // Room for all of them at once: a daemon with a larger pids limit.
+  const dd = await new Daemon({ args: ["--network", "none", "--pids-limit", "4096", "--disk-limit", "0", "--pool-size", "0"] }).start();
+  try {
+    const cc = new Client(dd);
+    const r = await cc.sh("orphans",
+      "i=0; while [ $i -lt 500 ]; do ( sleep 0.1 & ) & i=$((i+1)); done; wait; echo spawned=$i; sleep 1.5; " +
+      "n=0; z=0; for f in /proc/[0-9]*/stat; do read -r l < $f 2>/dev/null || continue; n=$((n+1)); " +
+      "s=${l##*) }; case $s in Z*) z=$((z+1));; esac; done; echo procs=$n zombies=$z", { timeoutMs: 60000 });
+    assert.equal(r.exitCode, 0, r.stderr);
+    assert.match(r.stdout, /spawned=500\n/);
+    assert.match(r.stdout, /zombies=0$/m);
+    // Nor does the host see one in the sandbox's cgroup.
+    const id = sandboxIds(dd).find((x) => pidsOf(dd, x).some((p) => existsSync(`/proc/${p}/root/workspace`) && comm(p) !== ""));
+    const states = pidsOf(dd, id).map((p) => readFileSync(`/proc/${p}/stat`, "utf8").split(") ")[1][0]);
+    assert.ok(!states.includes("Z"), `host sees zombies: ${states}`);
+  } finally {
+    await dd.destroy();
+  }
+});
+
+test("the agent survives kill -9 1 and kill -9 -1", async () => {
+  const bg = await c.data("killer", "POST", "/processes", { command: ["/bin/sleep", "1000"] });
+  assert.equal(bg.status, 200);
+  const r = await c.sh("killer", "kill -9 1; echo after-1=$?; kill -9 -1; echo after-all");
+  assert.match(r.stdout, /after-1=0/);
+  assert.equal((await c.exec("killer", ["/bin/echo", "still"])).stdout, "still\n");
+  const l = await c.data("killer", "GET", `/processes/${bg.body.processId}`);
+  assert.equal(l.body.state, "exited");
+});
+
+// ---- hostile layers ----
+
+// Run fn(upperDir) on a stopped sandbox's writable layer, wherever it lives.
+function withUpper(dir, fn) {
+  const img = join(dir, "disk.img");
+  if (!existsSync(img)) return fn(join(dir, "upper"));
+  // The previous run's loop device detaches as its last process exits.
+  for (let i = 0; i < 100 && sh(`losetup -j '${img}'`).trim(); i++) execFileSync("sleep", ["0.05"]);
+  const mnt = mkdtempSync(join(tmpdir(), "sbx-upper-"));
+  sh(`mount -o loop '${img}' '${mnt}'`);
+  try {
+    return fn(join(mnt, "upper"));
+  } finally {
+    sh(`umount '${mnt}'`);
+    rmSync(mnt, { recursive: true, force: true });
+  }
+}
+
+function hostSnapshot() {
+  const etc = readdirSync("/etc").sort();
+  return {
+    passwd: sha("/etc/passwd"),
+    hosts: sha("/etc/hosts"),
+    etc: etc.join(","),
+    etcMtime: statSync("/etc").mtimeMs,
+    passwdMtime: statSync("/etc/passwd").mtimeMs,
+  };
+}
+
+async function killSandbox(d, id) {
+  writeFileSync(join(cgroupBase(d).v2, `sb-${id}`, "cgroup.kill"), "1");
+  await until(() => pidsOf(d, id).length === 0);
+}
+
+test("a hostile writable layer cannot make set-up or the daemon act on the host", async () => {
+  const before = hostSnapshot();
+  // Plain upper/ directories (no disk cap) and capped images, both.
+  const dd = new Daemon({ args: ["--network", "none", "--disk-limit", "0", "--pool-size", "0"] });
+  const variants = [
+    { name: "plain-proc", link: ["proc", "/"], fails: true },
+    { name: "plain-workspace", link: ["workspace", "/etc"], fails: true },
+    { name: "plain-devnull", link: ["dev/null", "/etc/passwd"] },
+    { name: "img-proc", link: ["proc", "/"], fails: true, image: true },
+    { name: "img-dev", link: ["dev", "/etc"], fails: true, image: true },
+    { name: "img-tmp", link: ["tmp", "/etc"], fails: true, image: true },
+    { name: "img-workspace", link: ["workspace", "/etc"], fails: true, image: true },
+    { name: "img-devnull", link: ["dev/null", "/etc/passwd"], image: true },
+    { name: "img-resolv", link: ["etc/resolv.conf", "/etc/passwd"], image: true },
+  ];
+  try {
+    await dd.start();
+    let cc = new Client(dd);
+    for (const v of variants.filter((x) => !x.image)) await cc.sh(v.name, `echo ${v.name} > /workspace/${v.name}`);
+    dd.opts.args = ["--network", "nat", "--dns", "198.18.0.53", "--disk-limit", "64M", "--pool-size", "0"];
+    await dd.restart();
+    cc = new Client(dd);
+    for (const v of variants.filter((x) => x.image)) await cc.sh(v.name, `echo ${v.name} > /workspace/${v.name}`);
+    for (const v of variants) v.sb = findSandbox(dd, v.name);
+    await dd.stop();
+    for (const v of variants) {
+      await killSandbox(dd, v.sb.id);
+      withUpper(v.sb.dir, (upper) => {
+        const [path, target] = v.link;
+        const p = join(upper, path);
+        mkdirSync(dirname(p), { recursive: true });
+        rmSync(p, { recursive: true, force: true });
+        symlinkSync(target, p);
+      });
+    }
+    await dd.start();
+    cc = new Client(dd);
+    for (const v of variants) {
+      const r = await cc.control("POST", `/v1/sandboxes/${v.name}/attach`, {});
+      if (v.fails) {
+        assert.equal(r.status, 502, `${v.name}: ${r.status} ${JSON.stringify(r.body)}`);
+        assert.match(r.body.error.message, /symlink|escapes/, v.name);
+        continue;
+      }
+      assert.equal(r.status, 200, `${v.name}: ${JSON.stringify(r.body)}`);
+      cc.handles.set(v.name, r.body);
+      const x = await cc.sh(v.name, "wc -c < /dev/null; test -c /dev/null && echo chr; cat /etc/resolv.conf 2>&1; ls /workspace");
+      assert.match(x.stdout, /^0\nchr\n/, v.name);
+      // A symlink to /etc/passwd resolves to the sandbox's own file, never
+      // the host's; set-up never follows it (the image keeps its own DNS).
+      assert.ok(!x.stdout.includes(readFileSync("/etc/passwd", "utf8")), v.name);
+      if (v.name === "img-resolv") assert.doesNotMatch(x.stdout, /nameserver 198\.18\.0\.53/, v.name);
+      else assert.match(x.stdout, /nameserver 198\.18\.0\.53\n/, v.name);
+      // Files written through the API stay inside too.
+      const w = await cc.data(v.name, "PUT", `/files?path=${encodeURIComponent("/dev/null")}`, "x", true);
+      assert.notEqual(w.status, 500);
+    }
+  } finally {
+    await dd.destroy();
+  }
+  assert.deepEqual(hostSnapshot(), before);
+});
+
+test("a hostile image cannot make set-up act on the host", async () => {
+  const before = hostSnapshot();
+  const images = mkdtempSync(join(tmpdir(), "sbx-images-"));
+  try {
+    const src = join(process.env.SANDBOXD_IMAGES || "/var/lib/sandboxd/images", "tiny");
+    for (const [name, path, target] of [["evil-proc", "proc", "/"], ["evil-ws", "workspace", "/etc"], ["evil-tmp", "tmp", "../../../../etc"]]) {
+      sh(`cp -a '${src}' '${join(images, name)}'`);
+      const p = join(images, name, "rootfs", path);
+      rmSync(p, { recursive: true, force: true });
+      symlinkSync(target, p);
+      const dd = await new Daemon({ image: name, args: ["--images", images, "--network", "none", "--pool-size", "0", "--disk-limit", "0"] }).start();
+      try {
+        const r = await new Client(dd).control("POST", "/v1/sandboxes/evil/attach", {});
+        assert.equal(r.status, 502, `${name}: ${JSON.stringify(r.body)}`);
+        assert.match(r.body.error.message, /symlink|escapes/);
+      } finally {
+        await dd.destroy();
+      }
+    }
+  } finally {
+    rmSync(images, { recursive: true, force: true });
+  }
+  assert.deepEqual(hostSnapshot(), before);
+});
+
+// ---- network ----
+
+// A network namespace standing in for "the rest of the world": the host
+// routes 10.0.0.1, 169.254.169.254 and 198.18.0.1 (/32 each) into it
+// through a veth pair, and a TCP server there answers on every address.
+const NETNS = `sbxtest-${process.pid}`;
+const TVETH = `tsx${process.pid % 100000}`; // never sbx*: that prefix is the sandboxes'
+const WORLD = ["10.0.0.1", "169.254.169.254", "198.18.0.1"];
+const WORLD_PORT = 18080;
+let world = null;
+
+function worldUp() {
+  const cmds = [
+    `ip netns add ${NETNS}`,
+    `ip link add ${TVETH} type veth peer name w0 netns ${NETNS}`,
+    `ip addr add 198.19.254.1/30 dev ${TVETH}`,
+    `ip link set ${TVETH} up`,
+    `ip -n ${NETNS} addr add 198.19.254.2/30 dev w0`,
+    `ip -n ${NETNS} link set w0 up`,
+    `ip -n ${NETNS} link set lo up`,
+    ...WORLD.map((a) => `ip -n ${NETNS} addr add ${a}/32 dev lo`),
+    `ip -n ${NETNS} route add default via 198.19.254.1`,
+    ...WORLD.map((a) => `ip route add ${a}/32 via 198.19.254.2 dev ${TVETH}`),
+  ];
+  for (const c of cmds) sh(c);
+  const server = `require("net").createServer((s) => s.end("world " + s.localAddress + "\\n")).listen(${WORLD_PORT}, "0.0.0.0", () => console.log("up"))`;
+  world = spawn("ip", ["netns", "exec", NETNS, process.execPath, "-e", server], { stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((res, rej) => {
+    world.stdout.once("data", res);
+    world.once("exit", (code) => rej(new Error(`world server exited ${code}`)));
+  });
+}
+
+function worldDown() {
+  if (world) world.kill("SIGKILL");
+  for (const a of WORLD) try { sh(`ip route del ${a}/32 via 198.19.254.2 dev ${TVETH} 2>/dev/null`); } catch {}
+  try { sh(`ip link del ${TVETH} 2>/dev/null`); } catch {}
+  try { sh(`ip netns del ${NETNS} 2>/dev/null`); } catch {}
+}
+
+function hostAddresses() {
+  return sh("ip -4 -o addr show").split("\n").map((l) => l.split(/\s+/)[3]).filter(Boolean)
+    .map((a) => a.split("/")[0]).filter((a) => !a.startsWith("127.") && a !== "198.19.254.1");
+}
+
+test("nat: the outside answers; the host, the daemon, private and metadata addresses and other sandboxes do not", async (t) => {
+  const defaultRoute = sh("ip route show default");
+  const resolv = readFileSync("/etc/resolv.conf");
+  t.after(worldDown);
+  await worldUp();
+  // A host server on every host address, and the daemon itself.
+  const hostSrv = net.createServer((s) => s.end("host\n"));
+  await new Promise((r) => hostSrv.listen(0, "0.0.0.0", r));
+  t.after(() => hostSrv.close());
+  const hostPort = hostSrv.address().port;
+  const dd = await new Daemon({ env: CANARY_ENV, args: ["--network", "nat", "--dns", "198.18.0.53", "--pool-size", "0", "--disk-limit", "64M"] }).start();
+  try {
+    const cc = new Client(dd);
+    // Another sandbox with a listener: unreachable from the first.
+    const other = await cc.data("other", "POST", "/processes", { command: ["/bin/sh", "-c", "while :; do echo other | nc -l -p 18081; done"] });
+    assert.equal(other.status, 200);
+    const otherAddr = (await cc.sh("other", "ip -4 -o addr show eth0")).stdout.split(/\s+/)[3].split("/")[0];
+    const route = (await cc.sh("a", "ip route show default; cat /sys/class/net/eth0/iflink")).stdout;
+    const gw = route.match(/default via (\S+)/)[1];
+    const hostIfindex = route.trim().split("\n").pop();
+    assert.match(gw, /^10\.200\./);
+    // The outside: reachable, masqueraded.
+    const ok = await cc.sh("a", `nc -w 3 198.18.0.1 ${WORLD_PORT} </dev/null`);
+    assert.equal(ok.stdout, "world 198.18.0.1\n", ok.stderr);
+    // Everything else: not.
+    const targets = [
+      `10.0.0.1:${WORLD_PORT}`, `169.254.169.254:${WORLD_PORT}`, `169.254.169.254:80`,
+      // A network the host is directly attached to (its "LAN"), public or not.
+      `198.19.254.2:${WORLD_PORT}`,
+      `${gw}:${hostPort}`, `${gw}:${dd.port}`, `127.0.0.1:${dd.port}`,
+      ...hostAddresses().flatMap((a) => [`${a}:${hostPort}`, `${a}:${dd.port}`, `${a}:22`]),
+      `${otherAddr}:18081`,
+    ];
+    await installProbe(cc, "a");
+    const checks = await runProbe(cc, "a", [`--canary=${CANARY_VALUE}`, ...targets.map((x) => `--connect=${x}`)]);
+    assertNothingReached(checks, ["connect", "posture", "packet_netlink_sockets"]);
+    // The sandbox's DNS is the configured one, read-only.
+    const dns = await cc.sh("a", "cat /etc/resolv.conf; echo x >> /etc/resolv.conf && echo writable");
+    assert.equal(dns.stdout, "nameserver 198.18.0.53\n");
+    // No IPv6 anywhere but loopback.
+    assert.equal((await cc.sh("a", "ip -6 -o addr show | grep -v ' lo ' | wc -l")).stdout.trim(), "0");
+    // The host end of the pair goes away with the sandbox.
+    assert.match(sh("ip -o link"), new RegExp(`^${hostIfindex}: sbx`, "m"));
+    assert.equal((await cc.control("DELETE", "/v1/sandboxes/a")).status, 204);
+    await until(() => !new RegExp(`^${hostIfindex}: `, "m").test(sh("ip -o link")));
+  } finally {
+    await dd.destroy();
+  }
+  assert.equal(sh("ip route show default"), defaultRoute);
+  assert.ok(readFileSync("/etc/resolv.conf").equals(resolv));
+});
+
+test("network none: loopback only", async () => {
+  await c.attach("nonet");
+  const r = await c.sh("nonet", "ls /sys/class/net; ip route; nc -w 1 198.18.0.1 80 </dev/null; echo rc=$?");
+  assert.match(r.stdout, /^lo\n/);
+  assert.doesNotMatch(r.stdout, /eth0|default/);
+});
+
+test("dns refuses private and local resolvers", async () => {
+  for (const dns of ["10.0.0.53", "127.0.0.53", "169.254.169.254"]) {
+    const dd = new Daemon({ args: ["--network", "nat", "--dns", dns, "--pool-size", "0"] });
+    await assert.rejects(dd.start(), /private or local/);
+    rmSync(dd.state, { recursive: true, force: true });
+  }
+});
+
+test("npm install works under nat", { skip: process.env.SANDBOXD_TEST_INTERNET !== "1" ? "set SANDBOXD_TEST_INTERNET=1" : !HAVE_DEBIAN && "debian image not built" }, async () => {
+  const dns = process.env.SANDBOXD_TEST_DNS;
+  const dd = await new Daemon({ image: "debian", args: ["--network", "nat", ...(dns ? ["--dns", dns] : []), "--pool-size", "0"] }).start();
+  try {
+    const cc = new Client(dd);
+    const r = await cc.sh("npm", "cd /workspace && npm install --no-audit --no-fund is-number 2>&1 && node -e 'console.log(require(\"is-number\")(5))'", { timeoutMs: 180000 });
+    assert.equal(r.exitCode, 0, r.stdout);
+    assert.match(r.stdout, /true\n$/);
+  } finally {
+    await dd.destroy();
+  }
+});

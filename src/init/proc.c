@@ -96,6 +96,13 @@ static _Noreturn void child_run(const struct init_ctx *ctx, const struct proc_sp
         if (ctx->restore_nofile)
                 setrlimit(RLIMIT_NOFILE, &ctx->child_nofile);
 
+        /* The runtime makes PID 1 exempt from the OOM killer; the workload
+         * must not be (raising the score needs no privilege). Fail closed:
+         * an unkillable workload could starve its own agent. */
+        int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+        if (oom < 0 || write(oom, "0\n", 2) != 2)
+                child_fail(report, STAGE_SETUP, errno ? errno : EIO);
+        close(oom);
         if (chdir(spec->cwd) < 0)
                 child_fail(report, STAGE_CWD, errno);
         /* execvp looks PATH up in environ: make it the command's env. */

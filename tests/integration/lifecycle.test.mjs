@@ -7,13 +7,24 @@ import { readFileSync, readdirSync, existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Daemon, Client, sleep } from "./lib/daemon.mjs";
 
-// The host-side dir of the sandbox whose /workspace holds `marker` (warm
-// pool entries have dirs too, with an empty /workspace).
+// The sandbox whose /workspace holds `marker` (warm pool entries exist
+// too, with an empty /workspace), found from the host: its id, host dir,
+// cgroup, and `root`, its filesystem as its processes see it (its files may
+// live in a disk image mounted only in its own mount namespace).
 function sandboxDir(d, marker) {
-  const ids = readdirSync(join(d.state, "sandboxes"))
-    .filter((id) => existsSync(join(d.state, "sandboxes", id, "upper/workspace", marker)));
-  assert.equal(ids.length, 1, `sandbox dirs holding ${marker}: ${ids}`);
-  return { id: ids[0], dir: join(d.state, "sandboxes", ids[0]) };
+  const found = [];
+  for (const id of readdirSync(join(d.state, "sandboxes"))) {
+    const cg = cgroupDir(d, id);
+    let pids = [];
+    try {
+      pids = readFileSync(join(cg, "cgroup.procs"), "utf8").trim().split("\n").filter(Boolean);
+    } catch {}
+    const root = pids.length ? `/proc/${pids[0]}/root` : null;
+    if (root && existsSync(join(root, "workspace", marker)))
+      found.push({ id, dir: join(d.state, "sandboxes", id), cg, root });
+  }
+  assert.equal(found.length, 1, `sandboxes holding ${marker}: ${found.map((f) => f.id)}`);
+  return found[0];
 }
 function cgroupDir(d, id) {
   const inst = readFileSync(join(d.state, "instance-id"), "utf8").trim();
@@ -23,9 +34,9 @@ function cgroupDir(d, id) {
   }
   throw new Error("no cgroup v2 hierarchy");
 }
-const counter = (dir) => {
+const counter = (root) => {
   try {
-    return Number(readFileSync(join(dir, "upper/workspace/count"), "utf8").trim() || "0");
+    return Number(readFileSync(join(root, "workspace/count"), "utf8").trim() || "0");
   } catch {
     return 0;
   }
@@ -55,7 +66,7 @@ test("idle suspends (processes frozen), attach resumes, poll offsets continue", 
     let dir;
     await until(() => {
       try {
-        dir = sandboxDir(d, "count").dir;
+        dir = sandboxDir(d, "count").root;
         return true;
       } catch {
         return false;
@@ -158,6 +169,14 @@ test("delete of a frozen sandbox leaves no process, mount, cgroup or directory",
     assert.ok(!existsSync(cg), "cgroup left");
     assert.ok(!existsSync(dir), "directory left");
     assert.ok(!readFileSync("/proc/self/mountinfo", "utf8").includes(dir), "mount left");
+    // Nor a loop device still backed by its disk image.
+    await until(() => readdirSync("/sys/block").filter((b) => b.startsWith("loop")).every((b) => {
+      try {
+        return !readFileSync(`/sys/block/${b}/loop/backing_file`, "utf8").includes(dir);
+      } catch {
+        return true;
+      }
+    }), 5000);
   } finally {
     await d.destroy();
   }

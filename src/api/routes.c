@@ -92,9 +92,9 @@ static json_t *record_json(const struct mgr_record *r)
         char created[32], active[32];
         format_rfc3339(r->created_at, created);
         format_rfc3339(r->last_active_at, active);
-        json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s}", "name", r->name, "class", r->sandbox_class,
-                              "state", sbx_state_name(r->state), "createdAt", created,
-                              "lastActiveAt", active);
+        json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "name", r->name, "class",
+                              r->sandbox_class, "state", sbx_state_name(r->state), "createdAt",
+                              created, "lastActiveAt", active, "network", r->network);
         if (j && r->ceiling_at) {
                 char ceil[32];
                 format_rfc3339(r->ceiling_at, ceil);
@@ -106,7 +106,7 @@ static json_t *record_json(const struct mgr_record *r)
 static void handle_attach(struct api *a, struct api_req *req, const struct mgr_caller *c,
                           const char *name, struct api_resp *resp)
 {
-        const char *cls = "default";
+        const char *cls = "default", *network = NULL;
         json_t *body = NULL;
         if (req->body.len) {
                 json_error_t jerr;
@@ -125,11 +125,21 @@ static void handle_attach(struct api *a, struct api_req *req, const struct mgr_c
                         }
                         cls = json_string_value(jc);
                 }
+                json_t *jn = json_object_get(body, "network");
+                if (jn && !json_is_null(jn)) {
+                        if (!json_is_string(jn)) {
+                                json_decref(body);
+                                api_error(resp, 400, "invalid_argument",
+                                          "network: \"nat\" or \"none\"");
+                                return;
+                        }
+                        network = json_string_value(jn);
+                }
         }
         struct sbx_error err = { 0 };
         struct mgr_record rec;
         uint64_t id = 0;
-        int r = mgr_attach(a->mgr, c, name, cls, &id, &rec, &err);
+        int r = mgr_attach(a->mgr, c, name, cls, network, &id, &rec, &err);
         json_decref(body);
         if (r < 0) {
                 if (r == -EHOSTDOWN)
@@ -152,9 +162,10 @@ static void handle_attach(struct api *a, struct api_req *req, const struct mgr_c
         free(cred);
         format_rfc3339(exp, expires);
         api_json(resp, 200,
-                 json_pack("{s:s,s:s,s:s,s:s,s:{s:s},s:s}", "name", rec.name, "class",
+                 json_pack("{s:s,s:s,s:s,s:s,s:{s:s},s:s,s:s}", "name", rec.name, "class",
                            rec.sandbox_class, "state", sbx_state_name(rec.state), "endpoint",
-                           endpoint, "headers", "Authorization", auth, "expiresAt", expires));
+                           endpoint, "headers", "Authorization", auth, "expiresAt", expires,
+                           "network", rec.network));
 }
 
 static void handle_list(struct api *a, const struct mgr_caller *c, struct api_resp *resp)

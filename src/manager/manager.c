@@ -139,6 +139,18 @@ static struct sandbox *sandbox_new(struct manager *m, const struct store_sandbox
         return sb;
 }
 
+static const char *default_network(const struct manager *m)
+{
+        return m->cfg.limits.network == RT_NET_NAT ? "nat" : "none";
+}
+
+/* A record's network, "" (made before networks were per sandbox) meaning
+ * the daemon's default. */
+static const char *network_of(const struct manager *m, const struct sandbox *sb)
+{
+        return sb->rec.network[0] ? sb->rec.network : default_network(m);
+}
+
 static void set_dir(struct manager *m, struct sandbox *sb)
 {
         snprintf(sb->dir, sizeof(sb->dir), "%s/%llu", m->sandboxes_dir,
@@ -156,6 +168,7 @@ static void fill_spec(struct manager *m, struct sandbox *sb, char *rootfs, size_
         spec->uid_base = mgr_sandbox_uid(m, sb);
         spec->uid_count = UID_RANGE;
         spec->limits = m->cfg.limits;
+        spec->limits.network = strcmp(network_of(m, sb), "nat") ? RT_NET_NONE : RT_NET_NAT;
         if (rt_image_rootfs(m->images_dir, sb->rec.image, rootfs, rootfs_len) < 0)
                 rootfs[0] = '\0';
 }
@@ -268,6 +281,7 @@ static void to_record(struct manager *m, struct sandbox *sb, struct mgr_record *
         memset(r, 0, sizeof(*r));
         snprintf(r->name, sizeof(r->name), "%s", sb->rec.name);
         snprintf(r->sandbox_class, sizeof(r->sandbox_class), "%s", sb->rec.sandbox_class);
+        snprintf(r->network, sizeof(r->network), "%s", network_of(m, sb));
         r->state = sb->rec.state;
         r->created_at = sb->rec.created_at;
         r->last_active_at = atomic_load(&sb->last_active);
@@ -345,8 +359,8 @@ static void usage_locked(struct manager *m, const struct mgr_caller *c, struct u
 /* Check caps and reserve a table entry for a new sandbox; m->lock held, so
  * two attaches can never both take the last place. */
 static int create_entry_locked(struct manager *m, const struct mgr_caller *c, const char *name,
-                               const char *cls, int64_t account_limit, struct sandbox **ret,
-                               struct sbx_error *err)
+                               const char *cls, const char *network, int64_t account_limit,
+                               struct sandbox **ret, struct sbx_error *err)
 {
         struct usage u;
         usage_locked(m, c, &u);
@@ -360,7 +374,8 @@ static int create_entry_locked(struct manager *m, const struct mgr_caller *c, co
                 return sbx_error_set(err, EDQUOT, "account has %lld sandboxes, its limit",
                                      (long long)account_limit),
                        -EDQUOT;
-        if (m->pool_n > 0 && !strcmp(cls, "default")) {
+        /* Pool entries run the default class and network. */
+        if (m->pool_n > 0 && !strcmp(cls, "default") && !strcmp(network, default_network(m))) {
                 struct sandbox *sb = m->pool[--m->pool_n];
                 int64_t now = now_ms();
                 if (store_sandbox_assign(m->store, sb->rec.id, c->deployment, c->account, name, cls,
@@ -387,6 +402,7 @@ static int create_entry_locked(struct manager *m, const struct mgr_caller *c, co
         snprintf(rec.name, sizeof(rec.name), "%s", name);
         snprintf(rec.sandbox_class, sizeof(rec.sandbox_class), "%s", cls);
         snprintf(rec.image, sizeof(rec.image), "%s", m->cfg.default_image);
+        snprintf(rec.network, sizeof(rec.network), "%s", network);
         rec.state = SBX_STOPPED;
         rec.created_at = rec.last_active_at = rec.state_since = now_ms();
         if (alloc_slot_locked(m, &rec.slot) < 0)
@@ -409,13 +425,20 @@ static int create_entry_locked(struct manager *m, const struct mgr_caller *c, co
 }
 
 int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
-               const char *sandbox_class, uint64_t *ret_id, struct mgr_record *ret,
-               struct sbx_error *err)
+               const char *sandbox_class, const char *network, uint64_t *ret_id,
+               struct mgr_record *ret, struct sbx_error *err)
 {
         const char *cls = sandbox_class ? sandbox_class : "default";
         if (strcmp(cls, "default"))
                 return sbx_error_set(err, ENOTSUP, "sandbox class '%s' is not offered", cls),
                        -ENOTSUP;
+        if (network && strcmp(network, "none") && strcmp(network, "nat"))
+                return sbx_error_set(err, EINVAL, "network: nat or none"), -EINVAL;
+        /* nat needs the host side the daemon sets up only when it is the
+         * default; none is always possible. */
+        if (network && !strcmp(network, "nat") && m->cfg.limits.network != RT_NET_NAT)
+                return sbx_error_set(err, EINVAL, "this server offers no nat network"), -EINVAL;
+        const char *net = network ? network : default_network(m);
         struct store_account acct = { 0 };
         if (store_account_get(m->store, c->account, &acct, NULL) <= 0)
                 acct.limit = 0;
@@ -428,7 +451,7 @@ int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
                         return foreign_deployment(c, err);
                 }
                 if (!sb) {
-                        int r = create_entry_locked(m, c, name, cls, acct.limit, &sb, err);
+                        int r = create_entry_locked(m, c, name, cls, net, acct.limit, &sb, err);
                         if (r < 0) {
                                 pthread_mutex_unlock(&m->lock);
                                 return r;
@@ -446,7 +469,10 @@ int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
                         continue;
                 }
                 int r = 0;
-                if (created && sb->from_pool) {
+                if (!created && network && strcmp(network, network_of(m, sb))) {
+                        r = sbx_error_set(err, EBUSY, "sandbox '%s' exists with network %s", name,
+                                          network_of(m, sb));
+                } else if (created && sb->from_pool) {
                         sb->from_pool = false;
                         log_transition(sb, "none", "running", "created (warm pool)");
                         r = rt_set_hostname(sb->init_pid, name, err);

@@ -44,6 +44,7 @@ struct mgr_config {
 struct mgr_record {
         char name[SBX_NAME_MAX + 1];
         char sandbox_class[SBX_NAME_MAX + 1];
+        char network[8];            /* "nat" or "none" */
         enum sbx_state state;
         int64_t created_at;
         int64_t last_active_at;
@@ -63,10 +64,12 @@ void mgr_close(struct manager *m);
 
 /* ---- control plane ---- */
 /* Create on first call, resume a suspended one, start a stopped one.
+ * network: "nat", "none" or NULL (the daemon's default); it is chosen at
+ * creation, and naming another one for an existing sandbox is -EBUSY.
  * ret_id: the incarnation id the data-plane credential is bound to. */
 int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
-               const char *sandbox_class, uint64_t *ret_id, struct mgr_record *ret,
-               struct sbx_error *err);
+               const char *sandbox_class, const char *network, uint64_t *ret_id,
+               struct mgr_record *ret, struct sbx_error *err);
 int mgr_get(struct manager *m, const struct mgr_caller *c, const char *name, struct mgr_record *ret,
             struct sbx_error *err);
 int mgr_list(struct manager *m, const struct mgr_caller *c, struct mgr_record **ret, size_t *ret_n,

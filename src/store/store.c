@@ -55,11 +55,40 @@ static const char schema[] =
         "  last_active_at INTEGER NOT NULL,"
         "  state_since INTEGER NOT NULL,"
         "  slot INTEGER NOT NULL UNIQUE,"
+        "  network TEXT NOT NULL DEFAULT '',"
         "  UNIQUE (deployment, name));"
         "CREATE TABLE IF NOT EXISTS accounts ("
         "  account TEXT PRIMARY KEY,"
         "  enabled INTEGER NOT NULL,"
         "  max_sandboxes INTEGER NOT NULL DEFAULT 0);";
+
+/* Bring a store made by an older sandboxd up to this schema. Version 1
+ * added sandboxes.network. The schema text above is always the newest, so
+ * a fresh store only gets its version number. */
+static int migrate(sqlite3 *db, char **msg)
+{
+        sqlite3_stmt *stmt = NULL;
+        int version = 0;
+        if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, NULL) == SQLITE_OK &&
+            sqlite3_step(stmt) == SQLITE_ROW)
+                version = sqlite3_column_int(stmt, 0);
+        sqlite3_finalize(stmt);
+        if (version >= 1)
+                return SQLITE_OK;
+        bool has_network = false;
+        if (sqlite3_prepare_v2(db, "PRAGMA table_info(sandboxes)", -1, &stmt, NULL) == SQLITE_OK)
+                while (sqlite3_step(stmt) == SQLITE_ROW)
+                        if (!strcmp((const char *)sqlite3_column_text(stmt, 1), "network"))
+                                has_network = true;
+        sqlite3_finalize(stmt);
+        int rc = SQLITE_OK;
+        if (!has_network)
+                rc = sqlite3_exec(db, "ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT ''",
+                                  NULL, NULL, msg);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_exec(db, "PRAGMA user_version = 1", NULL, NULL, msg);
+        return rc;
+}
 
 int store_open(const char *path, struct store **ret, struct sbx_error *err)
 {
@@ -86,6 +115,8 @@ int store_open(const char *path, struct store **ret, struct sbx_error *err)
                           NULL, NULL, &msg);
         if (rc == SQLITE_OK)
                 rc = sqlite3_exec(st->db, schema, NULL, NULL, &msg);
+        if (rc == SQLITE_OK)
+                rc = migrate(st->db, &msg);
         if (rc != SQLITE_OK) {
                 int r = sbx_error_set(err, EIO, "init store %s (%s)", path, msg ? msg : "?");
                 sqlite3_free(msg);
@@ -143,8 +174,8 @@ int store_sandbox_insert(struct store *st, struct store_sandbox *sb, struct sbx_
         pthread_mutex_lock(&st->lock);
         if (sqlite3_prepare_v2(st->db,
                                "INSERT INTO sandboxes (deployment, account, name, class, image, state,"
-                               " created_at, last_active_at, state_since, slot)"
-                               " VALUES (?,?,?,?,?,?,?,?,?,?)",
+                               " created_at, last_active_at, state_since, slot, network)"
+                               " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                                -1, &stmt, NULL) != SQLITE_OK) {
                 r = db_error(st, err, "prepare insert");
                 goto out;
@@ -159,6 +190,7 @@ int store_sandbox_insert(struct store *st, struct store_sandbox *sb, struct sbx_
         sqlite3_bind_int64(stmt, 8, sb->last_active_at);
         sqlite3_bind_int64(stmt, 9, sb->state_since);
         sqlite3_bind_int64(stmt, 10, sb->slot);
+        sqlite3_bind_text(stmt, 11, sb->network, -1, SQLITE_STATIC);
         if (sqlite3_step(stmt) != SQLITE_DONE) {
                 r = db_error(st, err, "insert sandbox");
                 goto out;
@@ -221,7 +253,7 @@ int store_sandbox_list(struct store *st, struct store_sandbox **ret, size_t *ret
         pthread_mutex_lock(&st->lock);
         if (sqlite3_prepare_v2(st->db,
                                "SELECT id, deployment, account, name, class, image, state, created_at,"
-                               " last_active_at, state_since, slot FROM sandboxes ORDER BY id",
+                               " last_active_at, state_since, slot, network FROM sandboxes ORDER BY id",
                                -1, &stmt, NULL) != SQLITE_OK) {
                 r = db_error(st, err, "prepare list");
                 goto out;
@@ -253,6 +285,7 @@ int store_sandbox_list(struct store *st, struct store_sandbox **ret, size_t *ret
                 sb->last_active_at = sqlite3_column_int64(stmt, 8);
                 sb->state_since = sqlite3_column_int64(stmt, 9);
                 sb->slot = (uint32_t)sqlite3_column_int64(stmt, 10);
+                copy_col(sb->network, sizeof(sb->network), stmt, 11);
         }
         if (rc != SQLITE_DONE)
                 r = db_error(st, err, "list sandboxes");

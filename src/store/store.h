@@ -30,6 +30,7 @@ struct store_sandbox {
         char name[SBX_NAME_MAX + 1];
         char sandbox_class[SBX_NAME_MAX + 1];
         char image[65];
+        char network[8];                    /* "nat" or "none" */
         enum sbx_state state;
         int64_t created_at;                 /* ms since the epoch */
         int64_t last_active_at;

@@ -76,6 +76,24 @@ test("the sandbox runs in its own namespaces, as root of its own user namespace"
   for (const ifname of lines.slice(1)) assert.ok(["lo", "eth0"].includes(ifname), ifname);
 });
 
+test("network is chosen per sandbox at creation: nat by default, or none", async () => {
+  const nat = await c.control("POST", "/v1/sandboxes/net-default/attach", {});
+  assert.equal(nat.body.network, "nat");
+  const none = await c.control("POST", "/v1/sandboxes/net-none/attach", { network: "none" });
+  assert.equal(none.status, 200);
+  assert.equal(none.body.network, "none");
+  assert.equal((await c.sh("net-default", "ls /sys/class/net | sort | tr '\\n' ' '")).stdout, "eth0 lo ");
+  assert.equal((await c.sh("net-none", "ls /sys/class/net")).stdout, "lo\n");
+  assert.equal((await c.control("GET", "/v1/sandboxes/net-none")).body.network, "none");
+  // Attaching again with the same (or no) network is fine; another is a conflict.
+  assert.equal((await c.control("POST", "/v1/sandboxes/net-none/attach", { network: "none" })).status, 200);
+  assert.equal((await c.control("POST", "/v1/sandboxes/net-none/attach", {})).status, 200);
+  const clash = await c.control("POST", "/v1/sandboxes/net-none/attach", { network: "nat" });
+  assert.equal(clash.status, 409);
+  assert.equal(clash.body.error.code, "invalid_state");
+  assert.equal((await c.control("POST", "/v1/sandboxes/net-bad/attach", { network: "host" })).status, 400);
+});
+
 test("exec timeout kills the whole process group and reports timedOut", async () => {
   const t0 = Date.now();
   const r = await c.exec("timeout", ["/bin/sh", "-c", "sleep 100 & sleep 100"], { timeoutMs: 500 });

@@ -212,8 +212,14 @@ int cmd_serve(int argc, char **argv)
                 log_error("network must be nat or none, not `%s`", s.network);
                 goto out;
         }
+        if (s.dns_port < 0 || s.dns_port > 65535) {
+                log_error("dns_port must be 0 (off) to 65535");
+                goto out;
+        }
         struct rt_config rtc = { .init_path = init_path, .cgroup_root = cgroot,
-                                 .net_range = nat ? s.net_range : NULL, .dns = s.dns };
+                                 .net_range = nat ? s.net_range : NULL, .dns = s.dns,
+                                 .dns_port = (uint16_t)s.dns_port,
+                                 .dns_upstream = s.dns_upstream };
         /* Before any thread exists: the runtime forks its helper here. */
         if (rt_open(&rtc, &rt, &err) < 0) {
                 log_error("runtime: %s", err.msg);

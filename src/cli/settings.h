@@ -40,6 +40,8 @@ struct settings {
         int64_t rate_burst;        /* 0 = 2 x rate_limit */
         bool allow_unknown_accounts;
         int64_t pool_size;
+        int64_t dns_port;
+        char *dns_upstream;
         bool local_issuer;         /* accept tokens of the server's own keys */
 };
 

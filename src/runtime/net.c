@@ -245,7 +245,23 @@ static void host_routes(char *uplinks, size_t ulen, char *onlink, size_t olen)
 static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t len)
 {
         char base[INET_ADDRSTRLEN], up[256], lan[512] = "", onlink[1024];
+        char dns_in[256] = "", dns_nat[512] = "";
         fmt_ip(n->base, base);
+        if (n->dns_port) {
+                /* DNS to the range's first address goes to the daemon's
+                 * forwarder; only such redirected packets may reach it. */
+                char vip[INET_ADDRSTRLEN];
+                fmt_ip(n->base + 1, vip);
+                snprintf(dns_in, sizeof(dns_in),
+                         "    iifname \"sbx*\" udp dport %u ct status dnat accept\n",
+                         (unsigned)n->dns_port);
+                snprintf(dns_nat, sizeof(dns_nat),
+                         "  chain prerouting {\n"
+                         "    type nat hook prerouting priority dstnat; policy accept;\n"
+                         "    iifname \"sbx*\" ip daddr %s udp dport 53 redirect to :%u\n"
+                         "  }\n",
+                         vip, (unsigned)n->dns_port);
+        }
         host_routes(up, sizeof(up), onlink, sizeof(onlink));
         /* A host that did not route before must not start routing for its
          * LAN: new flows arriving on an uplink go to a sandbox (replies) or
@@ -269,6 +285,7 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
             "  }\n"
             "  chain input {\n"
             "    type filter hook input priority filter - 10; policy accept;\n"
+            "%s"
             "    iifname \"sbx*\" meta l4proto tcp reject with tcp reset\n"
             "    iifname \"sbx*\" drop\n"
             "  }\n"
@@ -283,12 +300,14 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
             "    oifname \"sbx*\" drop\n"
             "%s"
             "  }\n"
+            "%s"
             "  chain postrouting {\n"
             "    type nat hook postrouting priority srcnat; policy accept;\n"
             "    ip saddr %s/%u oifname != \"sbx*\" masquerade\n"
             "  }\n"
             "}\n",
-            base, n->prefix, onlink[0] ? ", " : "", onlink, base, n->prefix, lan, base, n->prefix);
+            base, n->prefix, onlink[0] ? ", " : "", onlink, dns_in, base, n->prefix, lan, dns_nat,
+            base, n->prefix);
         return w < 0 || (size_t)w >= len ? -E2BIG : 0;
 }
 
@@ -350,8 +369,8 @@ static int run_nft(const char *rules, struct sbx_error *err)
         return 0;
 }
 
-int net_host_setup(const char *range, const char *dns, struct ns_net_cfg *ret,
-                   struct sbx_error *err)
+int net_host_setup(const char *range, const char *dns, uint16_t dns_port, bool force_forward,
+                   struct ns_net_cfg *ret, struct sbx_error *err)
 {
         memset(ret, 0, sizeof(*ret));
         if (!range)
@@ -363,6 +382,16 @@ int net_host_setup(const char *range, const char *dns, struct ns_net_cfg *ret,
         int r = make_resolv(dns && *dns ? dns : NULL, ret->resolv, sizeof(ret->resolv), err);
         if (r < 0)
                 return r;
+        if (force_forward && (dns && *dns))
+                return sbx_error_set(err, EINVAL, "set dns or dns_upstream, not both");
+        if ((force_forward || (!ret->resolv[0] && !(dns && *dns))) && dns_port) {
+                /* No resolver a sandbox may reach (or an upstream chosen for
+                 * the forwarder): the daemon forwards. */
+                char vip[INET_ADDRSTRLEN];
+                fmt_ip(ret->base + 1, vip);
+                snprintf(ret->resolv, sizeof(ret->resolv), "nameserver %s\noptions edns0\n", vip);
+                ret->dns_port = dns_port;
+        }
         bool router = false;
         if ((r = enable_forwarding(&router, err)) < 0)
                 return r;

@@ -34,6 +34,7 @@ struct ns_net_cfg {
         unsigned prefix;
         uint32_t slots;   /* /30s in the range */
         char resolv[256]; /* resolv.conf for NAT sandboxes; "" = keep the image's */
+        uint16_t dns_port; /* != 0: DNS to NS_DNS_ADDR goes to the forwarder here */
 };
 /* One sandbox's veth pair. */
 struct ns_net {
@@ -43,8 +44,17 @@ struct ns_net {
 };
 /* In rt_open (single-threaded): validate the range, turn on forwarding,
  * install the nftables table. range NULL: NAT stays off, nothing changes. */
-int net_host_setup(const char *range, const char *dns, struct ns_net_cfg *ret,
-                   struct sbx_error *err);
+int net_host_setup(const char *range, const char *dns, uint16_t dns_port, bool force_forward,
+                   struct ns_net_cfg *ret, struct sbx_error *err);
+
+/* The DNS forwarder (dns.c), a thread of the daemon: relays queries that
+ * NAT sandboxes send to the first address of their range (redirected to
+ * `port` by the nftables table) to `upstream` ("a,b:port"; NULL or "" =
+ * the host's own nameservers). */
+struct dns_forwarder;
+int dns_forwarder_start(const struct ns_net_cfg *net, uint16_t port, const char *upstream,
+                        struct dns_forwarder **ret, struct sbx_error *err);
+void dns_forwarder_stop(struct dns_forwarder *f);
 /* In the launcher, in the host netns: the pair, its peer moved into the
  * namespace of netns_fd as eth0. hint: preferred /30 index. */
 int net_veth_create(const struct ns_net_cfg *cfg, uint32_t hint, int netns_fd, struct ns_net *ret,

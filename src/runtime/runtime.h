@@ -29,7 +29,11 @@ struct rt_config {
          * nftables table `inet sandboxd` and turns ip_forward on. */
         const char *net_range; /* IPv4 CIDR split into one /30 per sandbox */
         const char *dns;       /* comma-separated nameservers for NAT sandboxes'
-                                  /etc/resolv.conf; NULL or "" = leave the image's */
+                                  /etc/resolv.conf; NULL or "" = the host's public
+                                  ones, else the daemon's forwarder (dns_port) */
+        uint16_t dns_port;     /* port of the DNS forwarder; 0 = none */
+        const char *dns_upstream; /* where it forwards; NULL or "" = the host's
+                                     own nameservers */
 };
 
 enum rt_network {

@@ -44,6 +44,7 @@ struct rt {
         pid_t zygote;
         pthread_mutex_t lock; /* one request on the socket at a time */
         struct cg_layout cg;
+        struct dns_forwarder *dns;
 };
 
 /* A launch request: this header, then dir, rootfs and hostname, each NUL
@@ -310,7 +311,8 @@ int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err)
         if (r < 0)
                 return r;
         /* Before any thread: this may run nft. */
-        if ((r = net_host_setup(cfg->net_range, cfg->dns, &ctx.net, err)) < 0)
+        if ((r = net_host_setup(cfg->net_range, cfg->dns, cfg->dns_port,
+                                  cfg->dns_upstream && *cfg->dns_upstream, &ctx.net, err)) < 0)
                 return r;
         if ((r = load_init(cfg->init_path, &ctx.init_memfd, err)) < 0)
                 return r;
@@ -340,6 +342,20 @@ int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err)
         rt->zygote = pid;
         rt->cg = ctx.cg;
         pthread_mutex_init(&rt->lock, NULL);
+        /* After the fork: the forwarder is a thread of the daemon. A port
+         * in use means another sandboxd of this host forwards already (the
+         * nftables table is shared); anything else is an error. */
+        if (ctx.net.dns_port) {
+                struct sbx_error derr = {0};
+                r = dns_forwarder_start(&ctx.net, ctx.net.dns_port, cfg->dns_upstream, &rt->dns,
+                                        &derr);
+                if (r < 0 && r != -EADDRINUSE) {
+                        if (err)
+                                *err = derr;
+                        rt_close(TAKE_PTR(rt));
+                        return r;
+                }
+        }
         *ret = TAKE_PTR(rt);
         return 0;
 }
@@ -348,6 +364,7 @@ void rt_close(struct rt *rt)
 {
         if (!rt)
                 return;
+        dns_forwarder_stop(rt->dns);
         close(rt->sock); /* the zygote reads EOF and exits */
         while (waitpid(rt->zygote, NULL, 0) < 0 && errno == EINTR)
                 ;

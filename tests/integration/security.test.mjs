@@ -9,6 +9,7 @@
 // the internet) runs only with SANDBOXD_TEST_INTERNET=1.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import dgram from "node:dgram";
 import { spawn, execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import {
@@ -429,8 +430,9 @@ test("a hostile writable layer cannot make set-up or the daemon act on the host"
       assert.match(x.stdout, /^0\nchr\n/, v.name);
       // A symlink to /etc/passwd resolves to the sandbox's own file, never
       // the host's; set-up never follows it (the image keeps its own DNS).
+      // The plain ones keep the network they were made with: none.
       assert.ok(!x.stdout.includes(readFileSync("/etc/passwd", "utf8")), v.name);
-      if (v.name === "img-resolv") assert.doesNotMatch(x.stdout, /nameserver 198\.18\.0\.53/, v.name);
+      if (v.name === "img-resolv" || !v.image) assert.doesNotMatch(x.stdout, /nameserver 198\.18\.0\.53/, v.name);
       else assert.match(x.stdout, /nameserver 198\.18\.0\.53\n/, v.name);
       // Files written through the API stay inside too.
       const w = await cc.data(v.name, "PUT", `/files?path=${encodeURIComponent("/dev/null")}`, "x", true);
@@ -579,12 +581,65 @@ test("dns refuses private and local resolvers", async () => {
   }
 });
 
+// A one-name DNS server on loopback: A 198.18.0.53 for probe.sandboxd.test,
+// NXDOMAIN for anything else; counts the queries it got.
+async function fakeDns() {
+  const sock = dgram.createSocket("udp4");
+  const seen = [];
+  sock.on("message", (q, rinfo) => {
+    let i = 12, labels = [];
+    while (i < q.length && q[i] !== 0) {
+      labels.push(q.subarray(i + 1, i + 1 + q[i]).toString());
+      i += 1 + q[i];
+    }
+    const name = labels.join(".");
+    seen.push(name);
+    const question = q.subarray(12, i + 5);
+    const hit = name === "probe.sandboxd.test" && q.readUInt16BE(i + 1) === 1;
+    const head = Buffer.from([q[0], q[1], 0x81, hit ? 0x80 : 0x83, 0, 1, 0, hit ? 1 : 0, 0, 0, 0, 0]);
+    const answer = hit ? Buffer.from([0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 198, 18, 0, 53]) : Buffer.alloc(0);
+    sock.send(Buffer.concat([head, question, answer]), rinfo.port, rinfo.address);
+  });
+  await new Promise((r) => sock.bind(0, "127.0.0.1", r));
+  return { port: sock.address().port, seen, close: () => sock.close() };
+}
+
+test("nat: the daemon forwards DNS to the host's resolvers; the sandbox reaches no resolver itself", async () => {
+  const up = await fakeDns();
+  const dnsPort = 20000 + (process.pid % 20000);
+  const dd = await new Daemon({ args: ["--network", "nat", "--pool-size", "0", "--dns-port", String(dnsPort),
+    "--dns-upstream", `127.0.0.1:${up.port}`] }).start();
+  try {
+    const cc = new Client(dd);
+    const r = await cc.sh("dns", "cat /etc/resolv.conf; nslookup probe.sandboxd.test; nslookup nope.sandboxd.test; echo rc=$?");
+    assert.match(r.stdout, /^nameserver 10\.200\.0\.1$/m);
+    assert.match(r.stdout, /Address:? *198\.18\.0\.53/);
+    assert.ok(up.seen.includes("probe.sandboxd.test"), `upstream saw ${up.seen}`);
+    // The forwarder listens only for redirected queries from sandboxes:
+    // its port on the host's side is closed to them.
+    const direct = await cc.sh("dns", `nslookup -port=${dnsPort} probe.sandboxd.test 10.200.0.1 2>&1; echo rc=$?`);
+    assert.doesNotMatch(direct.stdout, /198\.18\.0\.53/);
+  } finally {
+    await dd.destroy();
+    up.close();
+  }
+});
+
+// Opt-in (the only test that needs the internet). SANDBOXD_TEST_CA names a
+// CA file to trust inside the sandbox, for hosts whose egress goes through
+// an intercepting proxy.
 test("npm install works under nat", { skip: process.env.SANDBOXD_TEST_INTERNET !== "1" ? "set SANDBOXD_TEST_INTERNET=1" : !HAVE_DEBIAN && "debian image not built" }, async () => {
   const dns = process.env.SANDBOXD_TEST_DNS;
+  const ca = process.env.SANDBOXD_TEST_CA;
   const dd = await new Daemon({ image: "debian", args: ["--network", "nat", ...(dns ? ["--dns", dns] : []), "--pool-size", "0"] }).start();
   try {
     const cc = new Client(dd);
-    const r = await cc.sh("npm", "cd /workspace && npm install --no-audit --no-fund is-number 2>&1 && node -e 'console.log(require(\"is-number\")(5))'", { timeoutMs: 180000 });
+    let env = "";
+    if (ca) {
+      await put(cc, "npm", "/workspace/extra-ca.crt", readFileSync(ca));
+      env = "NODE_EXTRA_CA_CERTS=/workspace/extra-ca.crt ";
+    }
+    const r = await cc.sh("npm", `cd /workspace && ${env}npm install --no-audit --no-fund is-number 2>&1 && node -e 'console.log(require("is-number")(5))'`, { timeoutMs: 180000 });
     assert.equal(r.exitCode, 0, r.stdout);
     assert.match(r.stdout, /true\n$/);
   } finally {

@@ -49,6 +49,7 @@ struct api {
         struct MHD_Daemon *mhd;
         struct api_metrics metrics;
         atomic_bool draining;        /* shutting down: answer 503 */
+        atomic_int inflight;         /* requests between headers and completion */
 };
 
 /* One request as the handlers see it. */
@@ -74,6 +75,10 @@ struct api_resp {
 };
 
 int api_start(struct api *a, struct sbx_error *err);
+/* Stop taking connections, answer 503 to new requests on open ones, and
+ * wait up to grace_ms for the requests in flight (an exec, a long poll)
+ * to end. True when none is left; then api_stop() returns at once. */
+bool api_drain(struct api *a, int64_t grace_ms);
 /* Load the key files again (after `sandboxd key rotate|remove`). */
 void api_reload_keys(struct api *a);
 /* A reference to the current keyring; keyring_free() it after use. */

@@ -268,6 +268,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 buf_init(&req->body, (size_t)a->cfg.max_body_bytes);
                 *con_cls = req;
                 atomic_fetch_add(&a->metrics.requests, 1);
+                atomic_fetch_add(&a->inflight, 1);
                 /* A file upload streams its body to disk as it arrives: it
                  * is authorized and opened now, from the headers alone. */
                 struct api_resp *early = resp_new();
@@ -354,8 +355,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
         if (*con_cls) {
-                req_free(cls, *con_cls);
+                struct api *a = cls;
+                req_free(a, *con_cls);
                 *con_cls = NULL;
+                atomic_fetch_sub(&a->inflight, 1);
         }
 }
 
@@ -392,7 +395,8 @@ int api_start(struct api *a, struct sbx_error *err)
                 return sbx_error_set(err, EINVAL, "bad listen address '%s' (want ADDR:PORT)",
                                      a->cfg.listen);
         unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                         MHD_USE_ERROR_LOG | MHD_USE_SUPPRESS_DATE_NO_CLOCK;
+                         MHD_USE_ERROR_LOG | MHD_USE_SUPPRESS_DATE_NO_CLOCK |
+                         MHD_USE_ITC /* for MHD_quiesce_daemon */;
         if (ss.ss_family == AF_INET6)
                 flags |= MHD_USE_IPv6;
         a->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, a,
@@ -408,6 +412,20 @@ int api_start(struct api *a, struct sbx_error *err)
         if (!a->mhd)
                 return sbx_error_set(err, EADDRINUSE, "cannot listen on %s", a->cfg.listen);
         return 0;
+}
+
+bool api_drain(struct api *a, int64_t grace_ms)
+{
+        if (!a->mhd)
+                return true;
+        atomic_store(&a->draining, true);
+        MHD_socket ls = MHD_quiesce_daemon(a->mhd);
+        if (ls != MHD_INVALID_SOCKET)
+                close(ls);
+        int64_t deadline = mono_ms() + grace_ms;
+        while (atomic_load(&a->inflight) > 0 && mono_ms() < deadline)
+                usleep(20 * 1000);
+        return atomic_load(&a->inflight) == 0;
 }
 
 void api_stop(struct api *a)

@@ -296,6 +296,16 @@ int cmd_serve(int argc, char **argv)
                 log_info("signal %d: shutting down (sandboxes keep running)", sig);
                 break;
         }
+        if (!api_drain(&api, s.shutdown_grace_ms)) {
+                /* A request still waits on its sandbox (an exec without a
+                 * deadline, say). Its command goes on in the sandbox; only
+                 * the answer is lost. The store is a WAL: leaving without
+                 * closing it loses nothing. */
+                log_warn("%d requests still running after %lld ms; leaving without them",
+                         atomic_load(&api.inflight), (long long)s.shutdown_grace_ms);
+                mgr_stop_pool(mgr);
+                _exit(0);
+        }
         ret = 0;
 out:
         api_stop(&api);

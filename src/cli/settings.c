@@ -45,6 +45,8 @@ static const struct option_def defs[] = {
           "reclaim a sandbox this long after its creation" },
         { "credential_ttl", K_DURATION, OFF(credential_ttl_ms), SET_SERVE, "15m",
           "lifetime of the data-plane credentials attach mints" },
+        { "shutdown_grace", K_DURATION, OFF(shutdown_grace_ms), SET_SERVE, "10s",
+          "on SIGTERM, how long requests in flight (an exec, a long poll) may finish" },
         { "token_leeway", K_DURATION, OFF(token_leeway_ms), SET_SERVE, "60s",
           "clock skew allowed on identity token exp/nbf/iat" },
         { "max_per_deployment", K_INT, OFF(max_per_deployment), SET_SERVE, "20",

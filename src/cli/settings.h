@@ -26,6 +26,7 @@ struct settings {
         int64_t max_age_ms;
         int64_t credential_ttl_ms;
         int64_t token_leeway_ms;
+        int64_t shutdown_grace_ms;
         int64_t max_per_deployment;
         int64_t max_body_bytes;
         int64_t max_file_bytes;

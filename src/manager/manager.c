@@ -918,7 +918,7 @@ int mgr_open(const struct mgr_config *cfg, struct store *st, struct rt *rt, stru
         return 0;
 }
 
-void mgr_close(struct manager *m)
+void mgr_stop_pool(struct manager *m)
 {
         if (!m)
                 return;
@@ -928,9 +928,23 @@ void mgr_close(struct manager *m)
         pthread_mutex_unlock(&m->lock);
         if (m->pool_thread_started)
                 pthread_join(m->pool_thread, NULL);
+        m->pool_thread_started = false;
         /* Pool entries belong to no one: they do not outlive the daemon. */
-        while (m->pool_n > 0)
-                pool_destroy(m, m->pool[--m->pool_n]);
+        pthread_mutex_lock(&m->lock);
+        while (m->pool_n > 0) {
+                struct sandbox *sb = m->pool[--m->pool_n];
+                pthread_mutex_unlock(&m->lock);
+                pool_destroy(m, sb);
+                pthread_mutex_lock(&m->lock);
+        }
+        pthread_mutex_unlock(&m->lock);
+}
+
+void mgr_close(struct manager *m)
+{
+        if (!m)
+                return;
+        mgr_stop_pool(m);
         timers_close(m->timers);
         for (size_t b = 0; b < NBUCKETS; b++) {
                 struct sandbox *sb = m->buckets[b];

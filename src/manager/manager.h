@@ -61,6 +61,9 @@ struct mgr_caller {
 int mgr_open(const struct mgr_config *cfg, struct store *st, struct rt *rt, struct manager **ret,
              struct sbx_error *err);
 void mgr_close(struct manager *m);
+/* Stop the warm pool and destroy its sandboxes (mgr_close does this too);
+ * for a shutdown that cannot wait for requests still in flight. */
+void mgr_stop_pool(struct manager *m);
 
 /* ---- control plane ---- */
 /* Create on first call, resume a suspended one, start a stopped one.

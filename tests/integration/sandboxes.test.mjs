@@ -231,6 +231,27 @@ test("sandboxes and their files outlive a daemon restart (SIGTERM and SIGKILL)",
   assert.equal(g.body.state, "running");
 });
 
+test("SIGTERM waits shutdown_grace for requests in flight, then leaves; the command goes on", async () => {
+  const dd = await new Daemon({ args: ["--shutdown-grace", "1s", "--pool-size", "0"] }).start();
+  try {
+    const cc = new Client(dd);
+    await cc.attach("inflight");
+    // An exec without a deadline, still running when SIGTERM comes.
+    const pending = cc.exec("inflight", ["/bin/sh", "-c", "sleep 2; echo done > /workspace/f; sleep 60"]).catch((e) => e);
+    await sleep(300);
+    const t0 = Date.now();
+    await dd.stop("SIGTERM");
+    assert.ok(Date.now() - t0 < 8000, `took ${Date.now() - t0} ms to stop`);
+    assert.match(dd.log, /requests still running after 1000 ms/);
+    await pending;
+    await dd.start();
+    await sleep(2000);
+    assert.equal((await cc.sh("inflight", "cat /workspace/f")).stdout, "done\n");
+  } finally {
+    await dd.destroy();
+  }
+});
+
 test("/metrics speaks Prometheus text and holds no secret", async () => {
   const r = await fetch(`${d.url}/metrics`);
   assert.equal(r.status, 200);

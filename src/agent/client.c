@@ -3,6 +3,7 @@
  * inside a sandbox whose workload is hostile, so its answers are decoded
  * with the same care as any outside input. */
 #include "client.h"
+#include "../common/fdpass.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -733,34 +734,19 @@ int agent_root(const char *dir, int *ret_fd, struct sbx_error *err)
                 return transport_error(err, r, "root");
 
         /* The descriptor arrives with the answer's first byte. */
-        union {
-                char buf[CMSG_SPACE(sizeof(int))];
-                struct cmsghdr align;
-        } u;
         _cleanup_close_ int got = -1;
         size_t have = 0;
         for (;;) {
-                struct iovec iov = {head, sizeof(head)};
-                struct msghdr mh = {.msg_iov = &iov,
-                                    .msg_iovlen = 1,
-                                    .msg_control = u.buf,
-                                    .msg_controllen = sizeof(u.buf)};
-                ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                ssize_t n = fd_recv(fd, head, sizeof(head), &got, MSG_DONTWAIT);
+                if (n == -EAGAIN) {
                         if ((r = wait_fd(fd, POLLIN, deadline)) < 0)
                                 return transport_error(err, r, "root");
                         continue;
                 }
+                if (n == -EMSGSIZE)
+                        return transport_error(err, -EPROTO, "root");
                 if (n <= 0)
                         return transport_error(err, -EPIPE, "root");
-                for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
-                        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-                            cm->cmsg_len == CMSG_LEN(sizeof(int)) && got < 0)
-                                memcpy(&got, CMSG_DATA(cm), sizeof(int));
-                if (mh.msg_flags & MSG_CTRUNC)
-                        return transport_error(err, -EPROTO, "root");
                 have = (size_t)n;
                 break;
         }

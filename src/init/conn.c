@@ -6,6 +6,7 @@
  * read but not dispatched until the answer is out, so a client that does
  * not read its answers cannot make us buffer more than one. */
 #include "init.h"
+#include "../common/fdpass.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -197,14 +198,9 @@ int conn_reply_fd(struct init_ctx *ctx, struct conn *c, int fd)
 {
         uint8_t head[AGENT_HEADER_SIZE];
         struct agent_msg m;
-        union {
-                char buf[CMSG_SPACE(sizeof(int))];
-                struct cmsghdr align;
-        } u;
 
         if (c->dead)
                 return -EPIPE;
-        memset(&u, 0, sizeof(u)); /* no uninitialised padding on the wire */
         /* The descriptor must travel with the frame's first byte: only when
          * nothing else is queued on this connection. */
         if (c->out_off != c->out.len)
@@ -213,21 +209,7 @@ int conn_reply_fd(struct init_ctx *ctx, struct conn *c, int fd)
         agent_msg_init(&m, AGENT_RESP_OK);
         agent_header_encode(&m, head);
         agent_msg_free(&m);
-        struct iovec iov = {head, AGENT_HEADER_SIZE};
-        struct msghdr mh = {.msg_iov = &iov,
-                            .msg_iovlen = 1,
-                            .msg_control = u.buf,
-                            .msg_controllen = sizeof(u.buf)};
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-        ssize_t n;
-        do
-                n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-        while (n < 0 && errno == EINTR);
-        if (n != AGENT_HEADER_SIZE) {
+        if (fd_send(c->fd, head, AGENT_HEADER_SIZE, fd, MSG_DONTWAIT) < 0) {
                 conn_close(ctx, c);
                 return -EPIPE;
         }

@@ -14,6 +14,7 @@
  *             of the sealed sandbox-init memfd.
  */
 #include "ns.h"
+#include "../common/fdpass.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -764,22 +765,9 @@ static int release_child(struct launch *L, struct sbx_error *err)
         if (root < 0)
                 return sbx_error_set(err, errno, "open rootfs/");
         char byte = 'G';
-        struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-        union {
-                struct cmsghdr h;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } c = {0};
-        struct msghdr msg = {.msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = c.buf,
-                             .msg_controllen = sizeof(c.buf)};
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &root, sizeof(int));
-        if (sendmsg(L->sync[0], &msg, MSG_NOSIGNAL) != 1)
-                return sbx_error_set(err, errno, "release sandbox process");
+        int r = fd_send(L->sync[0], &byte, 1, root, 0);
+        if (r < 0)
+                return sbx_error_set(err, -r, "release sandbox process");
         close_fd(&L->sync[0]);
         return 0;
 }

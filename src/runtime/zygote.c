@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 
 #include "ns.h"
+#include "../common/fdpass.h"
 
 #define RT_REQ_MAGIC 0x53425831u /* "SBX1" */
 #define RT_START_TIMEOUT_MS 30000
@@ -66,75 +67,6 @@ struct rt_reply {
         int32_t pid;
         char msg[sizeof(((struct sbx_error *)0)->msg)];
 };
-
-/* ---- fd passing ---- */
-
-static int send_with_fd(int sock, const void *data, size_t len, int fd)
-{
-        struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
-        union {
-                struct cmsghdr h;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } c = {0};
-        struct msghdr msg = {.msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = c.buf,
-                             .msg_controllen = sizeof(c.buf)};
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-        ssize_t n;
-        do
-                n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-        while (n < 0 && errno == EINTR);
-        if (n < 0)
-                return -errno;
-        return (size_t)n == len ? 0 : -EMSGSIZE;
-}
-
-/* One message and at most one fd (*ret_fd = -1 when none); bytes, 0 on
- * EOF, or -errno. Extra fds or a truncated message are dropped. */
-static ssize_t recv_with_fd(int sock, void *buf, size_t len, int *ret_fd)
-{
-        struct iovec iov = {.iov_base = buf, .iov_len = len};
-        union {
-                struct cmsghdr h;
-                char buf[CMSG_SPACE(4 * sizeof(int))];
-        } c;
-        struct msghdr msg = {.msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = c.buf,
-                             .msg_controllen = sizeof(c.buf)};
-        ssize_t n;
-        *ret_fd = -1;
-        do
-                n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-        while (n < 0 && errno == EINTR);
-        if (n < 0)
-                return -errno;
-        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-                if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-                        continue;
-                size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                for (size_t i = 0; i < nfd; i++) {
-                        int fd;
-                        memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-                        if (*ret_fd < 0)
-                                *ret_fd = fd;
-                        else
-                                close(fd);
-                }
-        }
-        if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
-                if (*ret_fd >= 0)
-                        close(*ret_fd);
-                *ret_fd = -1;
-                return -EMSGSIZE;
-        }
-        return n;
-}
 
 /* ---- the zygote and its launchers ---- */
 
@@ -218,7 +150,7 @@ static _Noreturn void zygote_main(int sock, const struct ns_ctx *ctx, pid_t pare
                 _exit(1);
         for (;;) {
                 int reply_fd;
-                ssize_t n = recv_with_fd(sock, buf, RT_REQ_MAX, &reply_fd);
+                ssize_t n = fd_recv(sock, buf, RT_REQ_MAX, &reply_fd, 0);
                 if (n == 0)
                         _exit(0);
                 if (n < 0 && n != -EMSGSIZE)
@@ -453,7 +385,7 @@ int rt_start(struct rt *rt, const struct rt_spec *spec, pid_t *ret_pid, struct s
                 return sbx_error_set(err, errno, "socketpair");
         }
         pthread_mutex_lock(&rt->lock);
-        r = send_with_fd(rt->sock, b.data, b.len, rp[1]);
+        r = fd_send(rt->sock, b.data, b.len, rp[1], 0);
         pthread_mutex_unlock(&rt->lock);
         buf_free(&b);
         close(rp[1]);

@@ -5,7 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, readdirSync, existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Daemon, Client, sleep } from "./lib/daemon.mjs";
+import { Daemon, Client, sleep, until } from "./lib/daemon.mjs";
 
 // The sandbox whose /workspace holds `marker` (warm pool entries exist
 // too, with an empty /workspace), found from the host: its id, host dir,
@@ -44,15 +44,6 @@ const counter = (root) => {
 async function state(c, name) {
   const r = await c.control("GET", `/v1/sandboxes/${name}`);
   return r.status === 200 ? r.body.state : r.status;
-}
-async function until(fn, ms = 15000) {
-  const t0 = Date.now();
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() - t0 > ms) throw new Error("timed out waiting");
-    await sleep(100);
-  }
 }
 const COUNT = "i=0; while :; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; echo tick $i; sleep 0.1; done";
 

@@ -19,7 +19,7 @@ import {
 import { tmpdir } from "node:os";
 import net from "node:net";
 import { join, dirname } from "node:path";
-import { Daemon, Client, sleep, BIN, HAVE_DEBIAN } from "./lib/daemon.mjs";
+import { Daemon, Client, sleep, until, BIN, HAVE_DEBIAN } from "./lib/daemon.mjs";
 
 const PROBE = process.env.SANDBOXD_PROBE || join(dirname(BIN), "tests/probe");
 const DOCKER_CAPS = "00000000a80425fb";
@@ -108,16 +108,6 @@ function assertNothingReached(checks, expected = []) {
   for (const n of expected) assert.ok(names.includes(n), `probe did not run ${n}`);
   const reached = checks.filter((c) => c.reached);
   assert.deepEqual(reached.map((c) => `${c.name}: ${c.detail}`), []);
-}
-
-async function until(fn, ms = 15000) {
-  const t0 = Date.now();
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() - t0 > ms) throw new Error("timed out waiting");
-    await sleep(100);
-  }
 }
 
 // Execs in `name` keep answering (each within maxMs) while `busy()` runs.

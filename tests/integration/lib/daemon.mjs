@@ -26,6 +26,17 @@ export function freePort() {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// Poll fn (sync or async) until it returns something truthy; throw after ms.
+export async function until(fn, ms = 15000) {
+  const t0 = Date.now();
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() - t0 > ms) throw new Error("timed out waiting");
+    await sleep(100);
+  }
+}
+
 export class Daemon {
   constructor(opts = {}) {
     this.opts = opts;

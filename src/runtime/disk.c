@@ -7,8 +7,9 @@
  * Why this and not project quotas: quotas need a filesystem mounted with
  * prjquota (ext4 -O project, xfs pquota), which a host rarely has and
  * which cannot be switched on under a running system. A loop-mounted
- * image works on any host filesystem that supports sparse files, costs
- * one mkfs (tens of milliseconds) at a sandbox's first start, and gives
+ * image works on any host filesystem that supports sparse files, costs a
+ * sparse copy of a formatted template (a few MiB; one mkfs per size, ever)
+ * at a sandbox's first start, and gives
  * ENOSPC inside when full while the host only ever sees one file grow up
  * to the cap. `discard` hands freed blocks back to the host (the loop
  * driver punches holes in the image).
@@ -50,7 +51,7 @@ static void disk_sleep_ms(unsigned ms)
 }
 
 /* Run mkfs.ext4 on the image file at fd; its stderr ends up in err. */
-static int run_mkfs(int img_fd, uint32_t uid, struct sbx_error *err)
+static int run_mkfs(int img_fd, struct sbx_error *err)
 {
         const char *mkfs = NULL;
         for (size_t i = 0; i < ARRAY_SIZE(mkfs_paths) && !mkfs; i++)
@@ -58,15 +59,12 @@ static int run_mkfs(int img_fd, uint32_t uid, struct sbx_error *err)
                         mkfs = mkfs_paths[i];
         if (!mkfs)
                 return sbx_error_set(err, ENOENT, "disk_limit needs mkfs.ext4 (e2fsprogs)");
-        char ext[160], target[32];
-        /* root_owner: the layer's root belongs to root of the sandbox.
-         * Lazy init: the kernel never zeroes inode tables or the journal of
-         * a fresh image (mounted noinit_itable), so it stays sparse. */
-        snprintf(ext, sizeof(ext),
-                 "root_owner=%" PRIu32 ":%" PRIu32
-                 ",lazy_itable_init=1,lazy_journal_init=1,nodiscard",
-                 uid, uid);
-        snprintf(target, sizeof(target), "/proc/self/fd/%d", img_fd);
+        /* Lazy init: the kernel never zeroes inode tables or the journal of
+         * a fresh image (mounted noinit_itable), so it stays sparse. The
+         * filesystem's root is never seen by the sandbox (its upper/ and
+         * work/ are, made and chowned by disk_mount), so it stays root's,
+         * and one formatted image serves every sandbox as a template. */
+        char ext[] = "lazy_itable_init=1,lazy_journal_init=1,nodiscard";
         int ep[2];
         if (pipe2(ep, O_CLOEXEC) < 0)
                 return sbx_error_set(err, errno, "pipe");
@@ -107,20 +105,86 @@ static int run_mkfs(int img_fd, uint32_t uid, struct sbx_error *err)
         return 0;
 }
 
-/* Make <dir>/disk.img: a sparse file of `bytes`, formatted, then renamed
- * into place, so a half-made image is never used. */
-static int create_image(int dirfd, uint64_t bytes, uint32_t uid, struct sbx_error *err)
+/* Copy the data of a sparse file, leaving its holes holes: an empty ext4
+ * image of gigabytes holds a few MiB of data. */
+static int copy_sparse(int src, int dst, uint64_t bytes)
+{
+        if (ftruncate(dst, (off_t)bytes) < 0)
+                return -errno;
+        off_t off = 0;
+        for (;;) {
+                off_t data = lseek(src, off, SEEK_DATA);
+                if (data < 0)
+                        return errno == ENXIO ? 0 : -errno; /* ENXIO: no more data */
+                off_t hole = lseek(src, data, SEEK_HOLE);
+                if (hole < 0)
+                        return -errno;
+                loff_t in = data, out = data;
+                size_t left = (size_t)(hole - data);
+                while (left > 0) {
+                        ssize_t n = copy_file_range(src, &in, dst, &out, left, 0);
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n <= 0)
+                                return n < 0 ? -errno : -EIO;
+                        left -= (size_t)n;
+                }
+                off = hole;
+        }
+}
+
+/* The formatted empty image of `bytes`, made once per size beside the
+ * sandbox dirs (<sandboxes>/.disk-template-<bytes>.img) and renamed into
+ * place whole, so concurrent launchers at worst both make one. */
+static int open_template(int dirfd, uint64_t bytes, struct sbx_error *err)
+{
+        _cleanup_close_ int parent = openat(dirfd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (parent < 0)
+                return sbx_error_set(err, errno, "open the sandboxes directory");
+        char name[64], tmp[96];
+        snprintf(name, sizeof(name), ".disk-template-%" PRIu64 ".img", bytes);
+        int fd = openat(parent, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0 || errno != ENOENT)
+                return fd >= 0 ? fd : sbx_error_set(err, errno, "open %s", name);
+        snprintf(tmp, sizeof(tmp), "%s.%d", name, (int)getpid());
+        _cleanup_close_ int t =
+            openat(parent, tmp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (t < 0)
+                return sbx_error_set(err, errno, "create %s", tmp);
+        int r = 0;
+        if (ftruncate(t, (off_t)bytes) < 0)
+                r = sbx_error_set(err, errno, "size %s", tmp);
+        if (r == 0)
+                r = run_mkfs(t, err);
+        if (r == 0 && fsync(t) < 0)
+                r = sbx_error_set(err, errno, "fsync %s", tmp);
+        if (r == 0 && renameat(parent, tmp, parent, name) < 0)
+                r = sbx_error_set(err, errno, "rename %s", tmp);
+        if (r < 0) {
+                unlinkat(parent, tmp, 0);
+                return r;
+        }
+        fd = openat(parent, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        return fd >= 0 ? fd : sbx_error_set(err, errno, "open %s", name);
+}
+
+/* Make <dir>/disk.img: a sparse copy of the formatted template, then
+ * renamed into place, so a half-made image is never used. */
+static int create_image(int dirfd, uint64_t bytes, struct sbx_error *err)
 {
         static const char tmp[] = DISK_IMAGE ".tmp";
+        _cleanup_close_ int tpl = open_template(dirfd, bytes, err);
+        if (tpl < 0)
+                return tpl;
         if (unlinkat(dirfd, tmp, 0) < 0 && errno != ENOENT)
                 return sbx_error_set(err, errno, "remove stale %s", tmp);
         _cleanup_close_ int fd =
             openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
                 return sbx_error_set(err, errno, "create %s", tmp);
-        if (ftruncate(fd, (off_t)bytes) < 0)
-                return sbx_error_set(err, errno, "size %s", tmp);
-        int r = run_mkfs(fd, uid, err);
+        int r = copy_sparse(tpl, fd, bytes);
+        if (r < 0)
+                r = sbx_error_set(err, -r, "copy the disk template");
         if (r >= 0 && fsync(fd) < 0)
                 r = sbx_error_set(err, errno, "fsync %s", tmp);
         if (r >= 0 && renameat(dirfd, tmp, dirfd, DISK_IMAGE) < 0)
@@ -211,7 +275,7 @@ int disk_prepare(int dirfd, const struct rt_spec *spec, struct ns_disk *disk, st
                 if (bytes < DISK_MIN_BYTES)
                         return sbx_error_set(err, EINVAL, "disk limit %" PRIu64 " below 16 MiB",
                                              bytes);
-                int r = create_image(dirfd, bytes, spec->uid_base, err);
+                int r = create_image(dirfd, bytes, err);
                 if (r < 0)
                         return r;
         }

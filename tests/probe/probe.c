@@ -71,7 +71,7 @@
 #define CLONE_NEWCGROUP 0x02000000
 #endif
 
-#define MAX_ARGS 32
+#define MAX_ARGS 1024
 #define DETAIL_MAX 900
 #define CHECK_TIMEOUT_S 20
 /* Docker's default capability set: what CapEff / CapBnd may hold. */

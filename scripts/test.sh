@@ -2,8 +2,9 @@
 # One command from a fresh Debian 12 machine to a full test run:
 # the same set-up as scripts/up.sh, an ASan+UBSan build, the images (built
 # once, reused when present), then every suite: C unit tests (plain and
-# sanitized), a bounded fuzz run, and the integration tests (node's test
-# runner) against the real daemon built with ASan+UBSan.
+# sanitized), bounded fuzz runs (the token parser, the daemon's decoding of
+# agent answers), and the integration tests (node's test runner) against
+# the real daemon built with ASan+UBSan.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -35,16 +36,19 @@ for b in build build-asan; do
         [ $rc -ne 0 ] && echo "$out" | tail -40
 done
 
-echo "== fuzz: identity token parser, ${FUZZ_SECONDS:-20} s"
-flog=$(mktemp)
-if tests/fuzz/run.sh "${FUZZ_SECONDS:-20}" >"$flog" 2>&1; then
-        grep -E "^Done|runs in" "$flog" | tail -1
-        count 1 0
-else
-        tail -60 "$flog"
-        count 0 1
-fi
-rm -f "$flog"
+for target in jwt agent; do
+        secs=${FUZZ_SECONDS:-15}
+        echo "== fuzz: $target, $secs s"
+        flog=$(mktemp)
+        if tests/fuzz/run.sh "$secs" "$target" >"$flog" 2>&1; then
+                grep -E "^Done|runs in" "$flog" | tail -1
+                count 1 0
+        else
+                tail -60 "$flog"
+                count 0 1
+        fi
+        rm -f "$flog"
+done
 
 echo "== integration tests (daemon built with ASan+UBSan)"
 ( cd clients/typescript && { [ -d node_modules ] || npm install --no-audit --no-fund --silent; } && npm run --silent build ) || count 0 1

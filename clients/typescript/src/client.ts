@@ -4,11 +4,13 @@ import {
   SandboxUnavailableError,
 } from "./errors.js";
 import type {
+  AttachOptions,
   CombinedResult,
   DirEntry,
   ExecRequest,
   ExecResult,
   GrepMatch,
+  Network,
   PollOptions,
   ProcessOutput,
   ProcessStatus,
@@ -94,9 +96,9 @@ export class SandboxClient {
   // ------------------------------------------------------------ control plane
 
   /** Creates the sandbox on first call, reuses a running one, resumes a suspended one. */
-  async attach(name: string, sandboxClass?: string): Promise<SandboxHandle> {
+  async attach(name: string, sandboxClass?: string, options?: AttachOptions): Promise<SandboxHandle> {
     checkName(name);
-    const entry = await this.#attachNow(name, sandboxClass ?? "default");
+    const entry = await this.#attachNow(name, sandboxClass ?? "default", options?.network);
     return copyHandle(entry.handle);
   }
 
@@ -389,12 +391,12 @@ export class SandboxClient {
     return pending;
   }
 
-  async #attachNow(name: string, sandboxClass: string): Promise<CachedHandle> {
+  async #attachNow(name: string, sandboxClass: string, network?: Network): Promise<CachedHandle> {
     const generation = this.#generation.get(name) ?? 0;
     const [body, received, serverNow] = await this.#control(
       "POST",
       `/v1/sandboxes/${encodeURIComponent(name)}/attach`,
-      { class: sandboxClass },
+      network ? { class: sandboxClass, network } : { class: sandboxClass },
       async (res) => [await readJson(res), Date.now(), Date.parse(res.headers.get("date") ?? "")] as const,
     );
     const handle = toHandle(body);
@@ -709,7 +711,13 @@ function toHandle(body: unknown): SandboxHandle {
     endpoint: stripSlashes(endpoint),
     headers: clean,
     expiresAt: str(field(body, "expiresAt")),
+    ...networkOf(body),
   };
+}
+
+function networkOf(body: unknown): { network?: Network } {
+  const n = field(body, "network");
+  return n === "nat" || n === "none" ? { network: n } : {};
 }
 
 function copyHandle(h: SandboxHandle): SandboxHandle {
@@ -726,7 +734,7 @@ function toRecord(body: unknown): SandboxRecord {
   };
   const ceiling = field(body, "ceilingAt");
   if (typeof ceiling === "string") rec.ceilingAt = ceiling;
-  return rec;
+  return { ...rec, ...networkOf(body) };
 }
 
 function toExecResult(body: unknown): ExecResult {

@@ -27,6 +27,8 @@ export interface SandboxHandle {
   headers: Record<string, string>;
   /** RFC 3339. When `headers` stop working. */
   expiresAt: string;
+  /** Beyond the documented client: `nat` or `none`, chosen at creation. */
+  network?: Network;
 }
 
 export interface ExecRequest {
@@ -146,6 +148,19 @@ export interface SandboxRecord {
   lastActiveAt: string;
   /** When the runtime reclaims it regardless of activity. Absent when nothing runs. */
   ceilingAt?: string;
+  /** Beyond the documented client: `nat` or `none`. */
+  network?: Network;
+}
+
+/** A sandbox's network (beyond the documented client): `nat` reaches the
+ * internet and nothing private; `none` is loopback only. */
+export type Network = "nat" | "none";
+
+/** Options of `SandboxClient.attach` beyond the documented ones. */
+export interface AttachOptions {
+  /** The network of a sandbox this attach creates; the server's default
+   * when absent. Naming another one for an existing sandbox is a 409. */
+  network?: Network;
 }
 
 /** Options of `SandboxClient.stdin`. */

@@ -363,25 +363,6 @@ static int status_field(struct agent_proc_status *st, const struct agent_field *
         }
 }
 
-/* Walk payload, calling fn on each field; bounded field count. */
-typedef int (*field_fn)(void *ctx, const struct agent_field *f);
-
-static int walk(const uint8_t *payload, uint32_t len, field_fn fn, void *ctx)
-{
-        struct agent_field f;
-        uint32_t pos = 0;
-        unsigned count = 0;
-        int r;
-
-        while ((r = agent_next_field(payload, len, &pos, &f)) > 0) {
-                if (++count > AGENT_MAX_FIELDS)
-                        return -EPROTO;
-                r = fn(ctx, &f);
-                if (r < 0)
-                        return r;
-        }
-        return r;
-}
 
 static int status_fn(void *ctx, const struct agent_field *f)
 {
@@ -392,7 +373,7 @@ static int status_fn(void *ctx, const struct agent_field *f)
 static int decode_status(const uint8_t *payload, uint32_t len, struct agent_proc_status *st)
 {
         memset(st, 0, sizeof(*st));
-        int r = walk(payload, len, status_fn, st);
+        int r = agent_walk(payload, len, status_fn, st);
         if (r >= 0 && !st->id)
                 r = -EPROTO;
         if (r >= 0 && !st->argv) {
@@ -566,7 +547,7 @@ int agent_exec(const char *dir, const struct agent_cmd *cmd, int64_t timeout_ms,
         agent_msg_free(&m);
         if (r < 0)
                 return r;
-        r = walk(payload, len, exec_fn, &res);
+        r = agent_walk(payload, len, exec_fn, &res);
         if (r >= 0 && (r = ensure_str(&res.out)) >= 0)
                 r = ensure_str(&res.err);
         if (r < 0) {
@@ -630,7 +611,7 @@ int agent_poll(const char *dir, const char *proc_id, uint64_t stdout_from, uint6
         agent_msg_free(&m);
         if (r < 0)
                 return r;
-        r = walk(payload, len, poll_fn, &res);
+        r = agent_walk(payload, len, poll_fn, &res);
         if (r >= 0 && !res.status.id)
                 r = -EPROTO;
         if (r >= 0 && !res.status.argv && !(res.status.argv = calloc(1, sizeof(char *))))
@@ -657,7 +638,7 @@ int agent_list(const char *dir, struct agent_proc_list *ret, struct sbx_error *e
         agent_msg_free(&m);
         if (r < 0)
                 return r;
-        r = walk(payload, len, list_fn, &l);
+        r = agent_walk(payload, len, list_fn, &l);
         if (r < 0) {
                 agent_proc_list_free(&l);
                 return decode_error(err, r, "list");

@@ -230,7 +230,7 @@ int agent_field_str(const struct agent_field *f, char **ret)
         return 0;
 }
 
-int agent_find(const uint8_t *payload, uint32_t len, uint16_t tag, struct agent_field *ret)
+int agent_walk(const uint8_t *payload, uint32_t len, agent_field_fn fn, void *ctx)
 {
         struct agent_field f;
         uint32_t pos = 0;
@@ -240,10 +240,28 @@ int agent_find(const uint8_t *payload, uint32_t len, uint16_t tag, struct agent_
         while ((r = agent_next_field(payload, len, &pos, &f)) > 0) {
                 if (++count > AGENT_MAX_FIELDS)
                         return -EPROTO;
-                if (f.tag == tag) {
-                        *ret = f;
-                        return 1;
-                }
+                if ((r = fn(ctx, &f)) != 0)
+                        return r;
         }
         return r;
+}
+
+struct find_ctx {
+        uint16_t tag;
+        struct agent_field *ret;
+};
+
+static int find_fn(void *ctx, const struct agent_field *f)
+{
+        struct find_ctx *c = ctx;
+        if (f->tag != c->tag)
+                return 0;
+        *c->ret = *f;
+        return 1;
+}
+
+int agent_find(const uint8_t *payload, uint32_t len, uint16_t tag, struct agent_field *ret)
+{
+        struct find_ctx c = { tag, ret };
+        return agent_walk(payload, len, find_fn, &c);
 }

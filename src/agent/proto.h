@@ -144,6 +144,11 @@ struct agent_field {
 /* Iterate fields: returns 1 and fills f, 0 at the end, -EPROTO when the
  * payload is malformed (a field running past the end). *pos starts at 0. */
 int agent_next_field(const uint8_t *payload, uint32_t len, uint32_t *pos, struct agent_field *f);
+/* Call fn on each field in order, at most AGENT_MAX_FIELDS of them. fn
+ * returns < 0 to fail, > 0 to stop early, 0 to go on; agent_walk returns
+ * fn's non-zero value, -EPROTO for a malformed payload, or 0 at the end. */
+typedef int (*agent_field_fn)(void *ctx, const struct agent_field *f);
+int agent_walk(const uint8_t *payload, uint32_t len, agent_field_fn fn, void *ctx);
 /* Field value helpers; -EPROTO when the field has the wrong size. */
 int agent_field_u64(const struct agent_field *f, uint64_t *ret);
 int agent_field_bool(const struct agent_field *f, bool *ret);

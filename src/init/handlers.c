@@ -139,21 +139,15 @@ static int req_field(struct req *rq, const struct agent_field *f)
 }
 
 /* 0, -EPROTO (malformed: close the connection), -EINVAL (rq->msg), -ENOMEM. */
+static int req_field_fn(void *ctx, const struct agent_field *f)
+{
+        int r = req_field(ctx, f);
+        return r > 0 ? 0 : r;
+}
+
 static int req_parse(const uint8_t *payload, uint32_t len, struct req *rq)
 {
-        struct agent_field f;
-        uint32_t pos = 0;
-        unsigned count = 0;
-        int r;
-
-        while ((r = agent_next_field(payload, len, &pos, &f)) > 0) {
-                if (++count > AGENT_MAX_FIELDS)
-                        return -EPROTO;
-                r = req_field(rq, &f);
-                if (r < 0)
-                        return r;
-        }
-        return r;
+        return agent_walk(payload, len, req_field_fn, rq);
 }
 
 /* ------------------------------------------------------------ replies */

@@ -23,6 +23,9 @@
 #endif
 
 #define MAX_PATH_LEN 4096
+/* A listing is built in memory: a sandbox must not make the daemon hold
+ * an unbounded one. */
+#define MAX_LIST_ENTRIES 100000
 #define MAX_DEPTH 256
 
 struct files_upload {
@@ -193,12 +196,17 @@ static void handle_list(struct api *a, struct api_req *req, struct sandbox *sb,
                 fd = r;
         }
         json_t *arr = json_array();
+        bool too_many = false;
         if (fd >= 0) {
                 DIR *d = fdopendir(fd);
                 struct dirent *de;
                 while (d && (de = readdir(d))) {
                         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
                                 continue;
+                        if (json_array_size(arr) >= MAX_LIST_ENTRIES) {
+                                too_many = true;
+                                break;
+                        }
                         bool isdir = de->d_type == DT_DIR;
                         if (de->d_type == DT_UNKNOWN) {
                                 struct stat st;
@@ -220,6 +228,12 @@ static void handle_list(struct api *a, struct api_req *req, struct sandbox *sb,
         if (fd < 0) {
                 json_decref(arr);
                 api_error(resp, 404, "not_found", "cannot list %s: %s", path, strerror(-fd));
+                return;
+        }
+        if (too_many) {
+                json_decref(arr);
+                api_error(resp, 413, "too_large", "%s has more than %d entries", path,
+                          MAX_LIST_ENTRIES);
                 return;
         }
         api_json(resp, 200, json_pack("{s:o}", "entries", arr));

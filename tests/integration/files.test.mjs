@@ -44,6 +44,17 @@ test("list a directory", async () => {
   assert.equal((await c.data("l", "GET", "/files/list?path=/nope")).status, 404);
 });
 
+test("a listing is bounded: over 100000 entries is 413", async () => {
+  await c.sh("many", "mkdir -p /workspace/many && cd /workspace/many && seq 1 100001 | xargs touch", { timeoutMs: 120000 });
+  const r = await c.data("many", "GET", "/files/list?path=/workspace/many");
+  assert.equal(r.status, 413);
+  assert.equal(r.body.error.code, "too_large");
+  await c.sh("many", "rm /workspace/many/1");
+  const ok = await c.data("many", "GET", "/files/list?path=/workspace/many");
+  assert.equal(ok.status, 200);
+  assert.equal(ok.body.entries.length, 100000);
+});
+
 test("unreadable paths are 404", async () => {
   assert.equal((await get("u", "/workspace/missing")).status, 404);
   assert.equal((await get("u", "/workspace")).status, 404);

@@ -195,3 +195,21 @@ test("a reboot (daemon SIGKILLed, every sandbox process killed) leaves it stoppe
     await d.destroy();
   }
 });
+
+test("an agent killed under a running daemon is started again by the next call, files intact", async () => {
+  const d = await new Daemon({ args: ["--pool-size", "0"] }).start();
+  try {
+    const c = new Client(d);
+    await c.sh("crash", "echo kept > /workspace/f");
+    const { id } = sandboxDir(d, "f");
+    const cg = cgroupDir(d, id);
+    writeFileSync(join(cg, "cgroup.kill"), "1");
+    await until(() => readFileSync(join(cg, "cgroup.procs"), "utf8").trim() === "");
+    const r = await c.sh("crash", "cat /workspace/f");
+    assert.equal(r.stdout, "kept\n");
+    assert.equal(await state(c, "crash"), "running");
+    assert.match(d.log, /name=crash deployment=dep-a from=running to=stopped why=agent gone/);
+  } finally {
+    await d.destroy();
+  }
+});

@@ -25,7 +25,7 @@ if [ ${#missing[@]} -gt 0 ]; then
         echo "setup: installing ${missing[*]}"
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -qq
-        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+        apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 if [ ! -f build/build.ninja ]; then

@@ -96,6 +96,7 @@ export async function startDaemon({ image = "tiny", args = [] } = {}) {
   // A deployment of its own per daemon, so daemons of several test files
   // never share a sandbox.
   const deployment = `ts-${process.pid}-${++counter}`;
+  const minted = new Map();
 
   return {
     url,
@@ -104,6 +105,7 @@ export async function startDaemon({ image = "tiny", args = [] } = {}) {
     log: () => log,
     /** Mints an identity token (deployment defaults to this daemon's own). */
     async token({ deployment: dep = deployment, account = "acct-ts" } = {}) {
+      minted.set(dep, account);
       const { stdout } = await run(BIN, ["token", "--deployment", dep, "--account", account, "--state", stateDir, "--url", url]);
       const token = stdout.trim().split("\n").pop()?.trim();
       if (!token) throw new Error("sandboxd token printed nothing");
@@ -114,6 +116,20 @@ export async function startDaemon({ image = "tiny", args = [] } = {}) {
     },
     async stop() {
       if (!exited) {
+        // Sandboxes outlive their daemon: delete every one the tests made
+        // (of every deployment a token was minted for) before stopping it.
+        for (const [dep, account] of minted) {
+          try {
+            const { stdout } = await run(BIN, ["token", "--deployment", dep, "--account", account, "--state", stateDir, "--url", url]);
+            const headers = { authorization: `Bearer ${stdout.trim().split("\n").pop()}` };
+            const res = await fetch(`${url}/v1/sandboxes`, { headers });
+            if (res.status !== 200) continue;
+            for (const sb of (await res.json()).sandboxes)
+              await (await fetch(`${url}/v1/sandboxes/${encodeURIComponent(sb.name)}`, { method: "DELETE", headers })).arrayBuffer();
+          } catch {
+            // best effort: the daemon may be gone already
+          }
+        }
         child.kill("SIGTERM");
         const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
         await exit;

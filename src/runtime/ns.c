@@ -834,26 +834,12 @@ static void child_fds_early(struct child *c)
 static int child_recv_root(struct child *c)
 {
         char byte;
-        struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-        union {
-                struct cmsghdr h;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } cb;
-        struct msghdr msg = {.msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = cb.buf,
-                             .msg_controllen = sizeof(cb.buf)};
-        ssize_t n;
-        do
-                n = recvmsg(FD_SYNC, &msg, MSG_CMSG_CLOEXEC);
-        while (n < 0 && errno == EINTR);
-        if (n <= 0)
-                _exit(1); /* launcher gone: nothing to report to */
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-        if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int)))
-                child_fail(c, EPROTO, "release message without root fd");
         int fd;
-        memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+        ssize_t n = fd_recv(FD_SYNC, &byte, 1, &fd, 0);
+        if (n == 0 || (n < 0 && n != -EMSGSIZE))
+                _exit(1); /* launcher gone: nothing to report to */
+        if (n < 0 || fd < 0)
+                child_fail(c, EPROTO, "release message without root fd");
         close(FD_SYNC);
         return fd;
 }

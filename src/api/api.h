@@ -12,6 +12,7 @@
 
 #include "../common/util.h"
 #include "../manager/manager.h"
+#include "conns.h"
 #include "keys.h"
 #include "ratelimit.h"
 
@@ -23,6 +24,8 @@ struct api_config {
         int64_t max_body_bytes;
         int64_t max_file_bytes;
         int64_t max_connections;
+        int64_t max_connections_per_ip; /* 0 = a quarter of max_connections */
+        int64_t request_head_timeout_ms; /* 0 = none */
         int64_t rate_limit;          /* requests/s per deployment; 0 = off */
         int64_t rate_burst;          /* 0 = 2 x rate_limit */
 };
@@ -50,6 +53,7 @@ struct api {
         struct api_metrics metrics;
         atomic_bool draining;        /* shutting down: answer 503 */
         atomic_int inflight;         /* requests between headers and completion */
+        struct api_conns conns;      /* every connection, for the head deadline */
 };
 
 /* One request as the handlers see it. */
@@ -63,6 +67,8 @@ struct api_req {
         struct files_upload *upload; /* a streamed PUT {endpoint}/files */
         bool streaming;              /* body goes to upload, not to body */
         struct api_resp *early;      /* an answer decided before the body */
+        bool started;                /* the head is in (the handler's first call) */
+        bool bad_uri;                /* the raw URI holds %00 */
 };
 
 struct api_resp {
@@ -106,6 +112,9 @@ void api_json_text(struct api_resp *resp, unsigned status, json_t *head, const c
                    const void *d1, size_t l1, const char *k2, const void *d2, size_t l2);
 /* Query parameter, or NULL. */
 const char *api_query(struct api_req *req, const char *key);
+/* The same with its length (a value may hold a NUL; the URI is refused
+ * before routing when it does, so this is a second line). */
+const char *api_query_n(struct api_req *req, const char *key, size_t *ret_len);
 const char *api_header(struct api_req *req, const char *key);
 
 /* Replace invalid UTF-8 in bytes with U+FFFD; returns a malloc'd string

@@ -9,6 +9,7 @@
 #include <netdb.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "../common/log.h"
 #include "files.h"
@@ -38,7 +39,9 @@ void api_error_errno(struct api_resp *resp, int r, const struct sbx_error *err)
                 api_error(resp, 402, "cap_reached", "%s", msg);
                 break;
         case ENOENT:
-                api_error(resp, 404, "not_found", "%s", msg);
+                /* The manager's only "missing" is a sandbox; files and
+                 * processes answer their own codes. */
+                api_error(resp, 404, "sandbox_not_found", "%s", msg);
                 break;
         case EPERM:
                 api_error(resp, 409, "not_enabled", "%s", msg);
@@ -83,6 +86,17 @@ void api_json(struct api_resp *resp, unsigned status, json_t *j)
 const char *api_query(struct api_req *req, const char *key)
 {
         return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *api_query_n(struct api_req *req, const char *key, size_t *ret_len)
+{
+        const char *v = NULL;
+        size_t n = 0;
+        if (MHD_lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND, key, strlen(key), &v,
+                                          &n) != MHD_YES)
+                return NULL;
+        *ret_len = n;
+        return v;
 }
 
 const char *api_header(struct api_req *req, const char *key)
@@ -251,37 +265,190 @@ static void req_free(struct api *a, struct api_req *req)
         free(req);
 }
 
+/* Called with the raw request line's URI, before libmicrohttpd decodes
+ * it: the only place an encoded NUL is still visible (decoded, it would
+ * cut the path or a query value short, and `processes/%00` would become
+ * `processes/`). What it returns is the request's context. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+        struct api_req *req = calloc(1, sizeof(*req));
+        if (req)
+                req->bad_uri = strstr(uri, "%00") != NULL;
+        return req;
+}
+
+struct framing {
+        unsigned content_lengths;
+        bool differ;
+        const char *first;
+        bool chunked;
+};
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+        struct framing *f = cls;
+        if (!strcasecmp(key, "Content-Length")) {
+                if (f->content_lengths++ && value && f->first && strcmp(value, f->first))
+                        f->differ = true;
+                if (!f->first)
+                        f->first = value;
+        } else if (!strcasecmp(key, "Transfer-Encoding")) {
+                f->chunked = true;
+        }
+        return MHD_YES;
+}
+
+/* A head whose body length is ambiguous is refused before any of the body
+ * is read (RFC 9112 6.3: request smuggling), and the connection closed. */
+static bool bad_framing(struct api_req *req, struct api_resp *resp)
+{
+        if (req->bad_uri) {
+                api_error(resp, 400, "invalid_argument", "the URL contains an encoded NUL byte (%%00)");
+                return true;
+        }
+        struct framing f = { 0 };
+        MHD_get_connection_values(req->conn, MHD_HEADER_KIND, count_framing, &f);
+        if (f.differ) {
+                api_error(resp, 400, "invalid_argument", "conflicting Content-Length headers");
+                return true;
+        }
+        if (f.content_lengths && f.chunked) {
+                api_error(resp, 400, "invalid_argument",
+                          "both Content-Length and Transfer-Encoding: the body length is ambiguous");
+                return true;
+        }
+        return false;
+}
+
+/* A file, read as it is sent. Its length was fixed when it was opened; a
+ * file that shrinks meanwhile ends the response early (the connection is
+ * closed, so the client sees a short body, never a hang), one that grows
+ * is sent up to the opening length. */
+struct file_body {
+        int fd;
+        uint64_t len;
+};
+
+static ssize_t file_body_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+        struct file_body *fb = cls;
+        if (pos >= fb->len)
+                return MHD_CONTENT_READER_END_OF_STREAM;
+        size_t want = (size_t)MIN((uint64_t)max, fb->len - pos);
+        ssize_t n;
+        do
+                n = pread(fb->fd, buf, want, (off_t)pos);
+        while (n < 0 && errno == EINTR);
+        if (n <= 0) {
+                log_warn("download cut at byte %llu of %llu: %s", (unsigned long long)pos,
+                         (unsigned long long)fb->len,
+                         n == 0 ? "the file shrank while it was sent" : strerror(errno));
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        return n;
+}
+
+static void file_body_free(void *cls)
+{
+        struct file_body *fb = cls;
+        close(fb->fd);
+        free(fb);
+}
+
+#define FILE_BLOCK (64 * 1024)
+
+static struct MHD_Response *file_response(int fd, uint64_t len)
+{
+        struct file_body *fb = malloc(sizeof(*fb));
+        if (!fb) {
+                close(fd);
+                return NULL;
+        }
+        fb->fd = fd;
+        fb->len = len;
+        struct MHD_Response *r =
+                MHD_create_response_from_callback(len, FILE_BLOCK, file_body_read, fb, file_body_free);
+        if (!r)
+                file_body_free(fb);
+        return r;
+}
+
+/* Queue resp (consumed) on conn and log the request's one line. */
+static enum MHD_Result respond(struct api *a, struct api_req *req, struct api_resp *resp,
+                               bool close_after)
+{
+        struct MHD_Response *r;
+        uint64_t out_len = resp->body.len;
+        if (resp->body_fd >= 0) {
+                buf_free(&resp->body);
+                out_len = resp->body_fd_len;
+                r = file_response(resp->body_fd, resp->body_fd_len);
+                resp->body_fd = -1;
+        } else {
+                r = MHD_create_response_from_buffer(resp->body.len, resp->body.data,
+                                                    MHD_RESPMEM_MUST_FREE);
+                if (!r)
+                        buf_free(&resp->body);
+                resp->body.data = NULL; /* owned by r now */
+        }
+        if (!r)
+                return MHD_NO;
+        if (resp->content_type)
+                MHD_add_response_header(r, "Content-Type", resp->content_type);
+        if (resp->retry_after[0])
+                MHD_add_response_header(r, "Retry-After", resp->retry_after);
+        MHD_add_response_header(r, "Cache-Control", "no-store");
+        if (close_after)
+                MHD_add_response_header(r, "Connection", "close");
+        enum MHD_Result ret = MHD_queue_response(req->conn, resp->status, r);
+        MHD_destroy_response(r);
+        atomic_fetch_add(&a->metrics.bytes_out, out_len);
+        unsigned cls_i = resp->status / 100;
+        if (cls_i < 6)
+                atomic_fetch_add(&a->metrics.responses_by_class[cls_i], 1);
+        /* The one line per request: method, path, status, duration. */
+        log_info("%s %s %u %.1fms", req->method, req->path, resp->status,
+                 (double)(mono_us() - req->started_us) / 1000.0);
+        return ret;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size, void **con_cls)
 {
         struct api *a = cls;
         struct api_req *req = *con_cls;
-        if (!req) {
-                req = calloc(1, sizeof(*req));
-                if (!req)
-                        return MHD_NO;
+        if (!req)
+                return MHD_NO; /* on_uri could not allocate */
+        if (!req->started) {
+                req->started = true;
                 req->conn = conn;
                 req->method = method;
                 req->path = url;
                 req->started_us = mono_us();
                 buf_init(&req->body, (size_t)a->cfg.max_body_bytes);
-                *con_cls = req;
                 atomic_fetch_add(&a->metrics.requests, 1);
                 atomic_fetch_add(&a->inflight, 1);
+                conns_request_begin(&a->conns, conn);
+                struct api_resp early = { .status = 500, .body_fd = -1 };
+                buf_init(&early.body, 0);
+                if (bad_framing(req, &early))
+                        return respond(a, req, &early, true);
+                buf_free(&early.body);
                 /* A file upload streams its body to disk as it arrives: it
                  * is authorized and opened now, from the headers alone. */
-                struct api_resp *early = resp_new();
-                if (!early)
+                struct api_resp *er = resp_new();
+                if (!er)
                         return MHD_NO;
-                if (!atomic_load(&a->draining) && files_upload_begin(a, req, early)) {
+                if (!atomic_load(&a->draining) && files_upload_begin(a, req, er)) {
                         req->streaming = true;
                         if (!req->upload)
-                                req->early = early;
+                                req->early = er;
                         else
-                                resp_free(early);
+                                resp_free(er);
                 } else {
-                        resp_free(early);
+                        resp_free(er);
                 }
                 return MHD_YES;
         }
@@ -315,51 +482,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 api_error(&resp, 503, "unavailable", "the server is shutting down");
         else
                 api_route(a, req, &resp);
-
-        struct MHD_Response *r;
-        uint64_t out_len = resp.body.len;
-        if (resp.body_fd >= 0) {
-                /* A file: sent from its descriptor (sendfile), never read whole. */
-                buf_free(&resp.body);
-                out_len = resp.body_fd_len;
-                r = MHD_create_response_from_fd64(resp.body_fd_len, resp.body_fd);
-                if (!r)
-                        close(resp.body_fd);
-        } else {
-                r = MHD_create_response_from_buffer(resp.body.len, resp.body.data,
-                                                    MHD_RESPMEM_MUST_FREE);
-                if (!r)
-                        buf_free(&resp.body);
-                resp.body.data = NULL; /* owned by r now */
-        }
-        if (!r)
-                return MHD_NO;
-        if (resp.content_type)
-                MHD_add_response_header(r, "Content-Type", resp.content_type);
-        if (resp.retry_after[0])
-                MHD_add_response_header(r, "Retry-After", resp.retry_after);
-        MHD_add_response_header(r, "Cache-Control", "no-store");
-        enum MHD_Result ret = MHD_queue_response(conn, resp.status, r);
-        MHD_destroy_response(r);
-        atomic_fetch_add(&a->metrics.bytes_out, out_len);
-        unsigned cls_i = resp.status / 100;
-        if (cls_i < 6)
-                atomic_fetch_add(&a->metrics.responses_by_class[cls_i], 1);
-        /* The one line per request: method, path, status, duration. */
-        log_info("%s %s %u %.1fms", method, url, resp.status,
-                 (double)(mono_us() - req->started_us) / 1000.0);
-        return ret;
+        return respond(a, req, &resp, false);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-        if (*con_cls) {
-                struct api *a = cls;
-                req_free(a, *con_cls);
-                *con_cls = NULL;
+        struct api *a = cls;
+        struct api_req *req = *con_cls;
+        if (!req)
+                return;
+        if (req->started) {
                 atomic_fetch_sub(&a->inflight, 1);
+                conns_request_end(&a->conns, conn);
         }
+        req_free(a, req);
+        *con_cls = NULL;
 }
 
 static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len)
@@ -399,18 +537,29 @@ int api_start(struct api *a, struct sbx_error *err)
                          MHD_USE_ITC /* for MHD_quiesce_daemon */;
         if (ss.ss_family == AF_INET6)
                 flags |= MHD_USE_IPv6;
+        int r = conns_start(&a->conns, a->cfg.request_head_timeout_ms);
+        if (r < 0)
+                return sbx_error_set(err, -r, "start the connection watchdog");
+        unsigned per_ip = (unsigned)(a->cfg.max_connections_per_ip > 0
+                                             ? a->cfg.max_connections_per_ip
+                                             : MAX(a->cfg.max_connections / 4, 1));
         a->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, a,
                                   MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                                  MHD_OPTION_URI_LOG_CALLBACK, on_uri, a,
                                   MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
+                                  MHD_OPTION_NOTIFY_CONNECTION, conns_notify, &a->conns,
                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)a->cfg.max_connections,
+                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
                                   /* Room for big upload chunks (fewer, larger writes), yet
                                    * bounded: this is also the cap on a request's headers. */
                                   MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
                                   MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
                                   MHD_OPTION_END);
-        if (!a->mhd)
+        if (!a->mhd) {
+                conns_stop(&a->conns);
                 return sbx_error_set(err, EADDRINUSE, "cannot listen on %s", a->cfg.listen);
+        }
         return 0;
 }
 
@@ -434,5 +583,6 @@ void api_stop(struct api *a)
                 atomic_store(&a->draining, true);
                 MHD_stop_daemon(a->mhd);
                 a->mhd = NULL;
+                conns_stop(&a->conns);
         }
 }

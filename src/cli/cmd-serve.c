@@ -270,6 +270,8 @@ int cmd_serve(int argc, char **argv)
                 .max_body_bytes = s.max_body_bytes,
                 .max_file_bytes = s.max_file_bytes,
                 .max_connections = s.max_connections,
+                .max_connections_per_ip = s.max_connections_per_ip,
+                .request_head_timeout_ms = s.request_head_timeout_ms,
                 .rate_limit = s.rate_limit,
                 .rate_burst = s.rate_burst,
         };

@@ -31,6 +31,8 @@ struct settings {
         int64_t max_body_bytes;
         int64_t max_file_bytes;
         int64_t max_connections;
+        int64_t max_connections_per_ip; /* 0 = a quarter of max_connections */
+        int64_t request_head_timeout_ms;
         int64_t uid_base;
         int64_t memory_limit;
         int64_t pids_limit;

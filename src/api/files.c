@@ -4,96 +4,31 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/magic.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/fsuid.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../agent/client.h"
+#include "../common/inroot.h"
 #include "../common/log.h"
 
-#ifndef OVERLAYFS_SUPER_MAGIC
-#define OVERLAYFS_SUPER_MAGIC 0x794c7630
-#endif
-
-#define MAX_PATH_LEN 4096
 /* A listing is built in memory: a sandbox must not make the daemon hold
  * an unbounded one. */
 #define MAX_LIST_ENTRIES 100000
-#define MAX_DEPTH 256
 
 struct files_upload {
         struct sandbox *sb;
         uint32_t uid;
         int dirfd;                   /* the target's parent directory */
         int fd;                      /* the temporary file */
-        char tmp[64];
+        char tmp[64];                /* its name, while it exists */
+        char note[64];               /* its record for the start-up sweep */
         char base[NAME_MAX + 1];
         uint64_t written, max;
         int error;                   /* first -errno while writing */
 };
-
-/* Act as the sandbox's root for file operations on this thread only:
- * fsuid/fsgid are per thread, and a non-zero fsuid drops the fs
- * capabilities (DAC override, fowner, ...) from the effective set. */
-static void become(uint32_t uid)
-{
-        setfsgid(uid);
-        setfsuid(uid);
-}
-
-static void unbecome(void)
-{
-        setfsuid(0);
-        setfsgid(0);
-}
-
-static long sys_openat2(int dirfd, const char *path, struct open_how *how)
-{
-        return syscall(SYS_openat2, dirfd, path, how, sizeof(*how));
-}
-
-/* Resolve path inside the sandbox. Relative paths are against /workspace. */
-static int open_in(int rootfd, const char *path, uint64_t flags, int mode)
-{
-        char full[MAX_PATH_LEN + 16];
-        if (path[0] == '/')
-                snprintf(full, sizeof(full), "%s", path);
-        else
-                snprintf(full, sizeof(full), "/workspace/%s", path);
-        struct open_how how = {
-                /* openat2 refuses flags O_PATH ignores (O_NOCTTY among them). */
-                .flags = flags | O_CLOEXEC | ((flags & O_PATH) ? 0 : O_NOCTTY),
-                .mode = (uint64_t)mode,
-                /* RESOLVE_IN_ROOT: "/" and ".." stop at the sandbox's root, and
-                 * absolute symlinks resolve against it. NO_MAGICLINKS: no
-                 * /proc/<pid>/root or /proc/self/fd jumps (CVE-2019-5736 class). */
-                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-        };
-        int fd = (int)sys_openat2(rootfd, full, &how);
-        return fd < 0 ? -errno : fd;
-}
-
-/* Only the sandbox's own files: its overlay and its tmpfs mounts. Never
- * its /proc (whose sysctls are the host's), /sys or /dev nodes. */
-static int check_fs(int fd, bool want_dir)
-{
-        struct stat st;
-        struct statfs sf;
-        if (fstat(fd, &st) < 0 || fstatfs(fd, &sf) < 0)
-                return -errno;
-        if (sf.f_type != OVERLAYFS_SUPER_MAGIC && sf.f_type != TMPFS_MAGIC)
-                return -EPERM;
-        if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
-                return want_dir ? -ENOTDIR : -EISDIR;
-        return 0;
-}
 
 /* A handle of the sandbox's root from its agent; resp set on failure. */
 static int get_root(struct sandbox *sb, int *ret, struct api_resp *resp)
@@ -101,10 +36,26 @@ static int get_root(struct sandbox *sb, int *ret, struct api_resp *resp)
         struct sbx_error err = { 0 };
         int r = agent_root(mgr_sandbox_dir(sb), ret, &err);
         if (r < 0)
-                api_error(resp, 502, "bring_up_failed", "sandbox agent: %s", err.msg);
+                api_error_errno(resp, mgr_sandbox_gone(sb) ? -ENOENT : -EHOSTDOWN, &err);
         return r;
 }
 
+/* A read or a listing that failed: always 404, as the documented client
+ * says of anything it cannot read, with a message saying why. */
+static void read_error(struct api_resp *resp, int r, const char *what, const char *path)
+{
+        const char *why = r == -ENOENT    ? "no such file or directory"
+                          : r == -EISDIR  ? "is a directory"
+                          : r == -ENOTDIR ? "not a directory"
+                          : r == -EPERM   ? "not one of the sandbox's own files"
+                          : r == -EACCES  ? "the sandbox's own permissions forbid it"
+                          : r == -ELOOP   ? "too many symbolic links"
+                                          : "not a regular file or directory";
+        api_error(resp, 404, "file_not_found", "%s %s: %s", what, path, why);
+}
+
+/* What a failed file operation answers. The message names the path and
+ * what is wrong, never an errno string a client cannot act on. */
 static void fs_error(struct api_resp *resp, int r, const char *what, const char *path)
 {
         switch (-r) {
@@ -117,41 +68,84 @@ static void fs_error(struct api_resp *resp, int r, const char *what, const char 
                 api_error(resp, 413, "too_large", "%s %s: over the file size cap", what, path);
                 break;
         case ENOENT:
-                api_error(resp, 404, "not_found", "%s %s: no such file or directory", what, path);
+                api_error(resp, 404, "file_not_found", "%s %s: no such file or directory", what,
+                          path);
+                break;
+        case ENOTDIR:
+                api_error(resp, 404, "file_not_found", "%s %s: a component of the path is not a directory",
+                          what, path);
+                break;
+        case EISDIR:
+                api_error(resp, 400, "invalid_argument", "%s %s: is a directory", what, path);
+                break;
+        case ENAMETOOLONG:
+                api_error(resp, 400, "invalid_argument",
+                          "%s %s: a name in the path is over %d bytes, or the path over %d", what,
+                          path, NAME_MAX, INROOT_PATH_MAX - 1);
+                break;
+        case EACCES:
+        case EPERM:
+        case EROFS:
+                api_error(resp, 403, "permission_denied",
+                          "%s %s: the sandbox's own permissions forbid it", what, path);
+                break;
+        case EBUSY:
+                api_error(resp, 403, "permission_denied",
+                          "%s %s: a file sandboxd provides read-only inside the sandbox", what, path);
+                break;
+        case ELOOP:
+                api_error(resp, 400, "invalid_argument", "%s %s: too many symbolic links", what, path);
                 break;
         default:
                 api_error(resp, 400, "invalid_argument", "%s %s: %s", what, path, strerror(-r));
         }
 }
 
-static const char *path_arg(struct api_req *req, struct api_resp *resp, bool allow_default)
+/* The path query parameter, normalized (relative to /workspace, no "//"
+ * or "."); NULL with resp set when it is missing or unusable. */
+static bool path_arg(struct api_req *req, struct api_resp *resp, bool allow_default,
+                     char out[INROOT_PATH_MAX])
 {
-        const char *p = api_query(req, "path");
+        size_t len = 0;
+        const char *p = api_query_n(req, "path", &len);
         if (!p && allow_default)
-                return ".";
-        if (!p || !*p || strlen(p) >= MAX_PATH_LEN) {
-                api_error(resp, 400, "invalid_argument", "path: required, under %d bytes",
-                          MAX_PATH_LEN);
-                return NULL;
+                p = ".";
+        else if (!p || !*p) {
+                api_error(resp, 400, "invalid_argument", "path: required");
+                return false;
+        } else if (len != strlen(p)) {
+                api_error(resp, 400, "invalid_argument", "path: contains a NUL byte");
+                return false;
         }
-        return p;
+        int r = inroot_normalize(p, out, INROOT_PATH_MAX);
+        if (r == -ENAMETOOLONG) {
+                api_error(resp, 400, "invalid_argument",
+                          "path: a file or directory name is at most %d bytes, a path at most %d",
+                          NAME_MAX, INROOT_PATH_MAX - 1 - 11);
+                return false;
+        }
+        if (r < 0) {
+                api_error(resp, 400, "invalid_argument", "path: not a usable path");
+                return false;
+        }
+        return true;
 }
 
 static void handle_read(struct api *a, struct api_req *req, struct sandbox *sb,
                         struct api_resp *resp)
 {
-        const char *path = path_arg(req, resp, false);
-        if (!path)
+        char path[INROOT_PATH_MAX];
+        if (!path_arg(req, resp, false, path))
                 return;
         _cleanup_close_ int root = -1;
         int r = get_root(sb, &root, resp);
         if (r < 0)
                 return;
-        become(mgr_sandbox_uid(a->mgr, sb));
+        inroot_become(mgr_sandbox_uid(a->mgr, sb));
         /* O_PATH first: a FIFO or device is refused before it is opened. */
-        _cleanup_close_ int p = open_in(root, path, O_PATH, 0);
+        _cleanup_close_ int p = inroot_open(root, path, O_PATH, 0);
         int fd = -1;
-        if (p >= 0 && (r = check_fs(p, false)) == 0) {
+        if (p >= 0 && (r = inroot_check_fs(p, false)) == 0) {
                 char proc[64];
                 snprintf(proc, sizeof(proc), "/proc/self/fd/%d", p);
                 fd = open(proc, O_RDONLY | O_CLOEXEC | O_NOCTTY);
@@ -160,7 +154,7 @@ static void handle_read(struct api *a, struct api_req *req, struct sandbox *sb,
         } else if (p < 0) {
                 r = p;
         }
-        unbecome();
+        inroot_unbecome();
         struct stat st;
         if (fd >= 0 && fstat(fd, &st) < 0) {
                 r = -errno;
@@ -168,8 +162,7 @@ static void handle_read(struct api *a, struct api_req *req, struct sandbox *sb,
                 fd = -1;
         }
         if (fd < 0) {
-                /* Anything unreadable is a 404, as the client documents. */
-                api_error(resp, 404, "not_found", "cannot read %s: %s", path, strerror(-r));
+                read_error(resp, r, "cannot read", path);
                 return;
         }
         resp->status = 200;
@@ -182,16 +175,16 @@ static void handle_read(struct api *a, struct api_req *req, struct sandbox *sb,
 static void handle_list(struct api *a, struct api_req *req, struct sandbox *sb,
                         struct api_resp *resp)
 {
-        const char *path = path_arg(req, resp, true);
-        if (!path)
+        char path[INROOT_PATH_MAX];
+        if (!path_arg(req, resp, true, path))
                 return;
         _cleanup_close_ int root = -1;
         int r = get_root(sb, &root, resp);
         if (r < 0)
                 return;
-        become(mgr_sandbox_uid(a->mgr, sb));
-        int fd = open_in(root, path, O_RDONLY | O_DIRECTORY, 0);
-        if (fd >= 0 && (r = check_fs(fd, true)) < 0) {
+        inroot_become(mgr_sandbox_uid(a->mgr, sb));
+        int fd = inroot_open(root, path, O_RDONLY | O_DIRECTORY, 0);
+        if (fd >= 0 && (r = inroot_check_fs(fd, true)) < 0) {
                 close(fd);
                 fd = r;
         }
@@ -224,10 +217,10 @@ static void handle_list(struct api *a, struct api_req *req, struct sandbox *sb,
                 else
                         close(fd);
         }
-        unbecome();
+        inroot_unbecome();
         if (fd < 0) {
                 json_decref(arr);
-                api_error(resp, 404, "not_found", "cannot list %s: %s", path, strerror(-fd));
+                read_error(resp, fd, "cannot list", path);
                 return;
         }
         if (too_many) {
@@ -250,82 +243,79 @@ void files_handle(struct api *a, struct api_req *req, struct sandbox *sb, const 
                 api_error(resp, 405, "invalid_argument", "method %s not allowed here", req->method);
 }
 
-/* Open `dir` (absolute, inside the sandbox), creating missing directories
- * as the sandbox's root. Each level is resolved again from the root, so a
- * symlink planted meanwhile still cannot lead out. */
-static int mkdirs_in(int root, const char *dir, int depth)
-{
-        int fd = open_in(root, dir, O_RDONLY | O_DIRECTORY, 0);
-        if (fd != -ENOENT)
-                return fd;
-        if (depth > MAX_DEPTH)
-                return -ELOOP;
-        char parent[MAX_PATH_LEN + 16];
-        snprintf(parent, sizeof(parent), "%s", dir);
-        char *slash = strrchr(parent, '/');
-        if (!slash || !slash[1])
-                return -ENOENT;
-        char name[NAME_MAX + 1];
-        if (strlen(slash + 1) > NAME_MAX)
-                return -ENAMETOOLONG;
-        strcpy(name, slash + 1);
-        if (slash == parent)
-                slash[1] = '\0';
-        else
-                *slash = '\0';
-        int pfd = mkdirs_in(root, parent, depth + 1);
-        if (pfd < 0)
-                return pfd;
-        int r = check_fs(pfd, true);
-        if (r == 0 && mkdirat(pfd, name, 0755) < 0 && errno != EEXIST)
-                r = -errno;
-        close(pfd);
-        if (r < 0)
-                return r;
-        return open_in(root, dir, O_RDONLY | O_DIRECTORY, 0);
-}
-
-/* Split a path into its directory (absolute, in the sandbox) and name. */
-static int split(const char *path, char *dir, size_t dl, char *base)
-{
-        char full[MAX_PATH_LEN + 16];
-        if (path[0] == '/')
-                snprintf(full, sizeof(full), "%s", path);
-        else
-                snprintf(full, sizeof(full), "/workspace/%s", path);
-        size_t n = strlen(full);
-        while (n > 1 && full[n - 1] == '/')
-                full[--n] = '\0';
-        char *slash = strrchr(full, '/');
-        const char *name = slash + 1;
-        if (!*name || !strcmp(name, ".") || !strcmp(name, "..") || strlen(name) > NAME_MAX)
-                return -EINVAL;
-        strcpy(base, name);
-        if (slash == full)
-                snprintf(dir, dl, "/");
-        else {
-                *slash = '\0';
-                snprintf(dir, dl, "%s", full);
-        }
-        return 0;
-}
-
-static int create_tmp(struct files_upload *u)
+/* A fresh name for the temporary file, noted for the start-up sweep
+ * before the file exists, then the file. */
+static int create_tmp(struct api *a, struct files_upload *u, const char *dir)
 {
         for (int tries = 0; tries < 16; tries++) {
                 uint8_t rnd[6];
                 if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
                         return -EIO;
-                snprintf(u->tmp, sizeof(u->tmp), ".sandboxd-upload-%02x%02x%02x%02x%02x%02x", rnd[0],
-                         rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+                snprintf(u->tmp, sizeof(u->tmp), MGR_UPLOAD_PREFIX "%02x%02x%02x%02x%02x%02x",
+                         rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+                /* The note is the daemon's, on the host: written as root. */
+                inroot_unbecome();
+                int r = mgr_upload_note(a->mgr, u->sb, dir, u->tmp);
+                inroot_become(u->uid);
+                if (r == -EEXIST)
+                        continue;
+                if (r < 0)
+                        return r;
                 int fd = openat(u->dirfd, u->tmp,
                                 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-                if (fd >= 0)
+                if (fd >= 0) {
+                        memcpy(u->note, u->tmp, sizeof(u->note));
                         return fd;
-                if (errno != EEXIST)
-                        return -errno;
+                }
+                r = -errno;
+                inroot_unbecome();
+                mgr_upload_done(a->mgr, u->sb, u->tmp);
+                inroot_become(u->uid);
+                if (r != -EEXIST)
+                        return r;
         }
         return -EEXIST;
+}
+
+/* The target, if it exists, must be a regular file (or a symlink, which
+ * the rename replaces) of the directory's own filesystem: a file that
+ * sandboxd mounts into the sandbox (its read-only /etc/resolv.conf) is
+ * refused, where a rename from the host's side of the mount would
+ * otherwise replace the file beneath the mount. */
+static int check_target(int dirfd, const char *base)
+{
+        struct statx d, t;
+        if (statx(dirfd, base, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_MNT_ID, &t) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (S_ISDIR(t.stx_mode))
+                return -EISDIR;
+        if (!S_ISREG(t.stx_mode) && !S_ISLNK(t.stx_mode))
+                return -EINVAL;
+        if (statx(dirfd, "", AT_EMPTY_PATH, STATX_MNT_ID, &d) < 0)
+                return -errno;
+        if (!(t.stx_mask & STATX_MNT_ID) || !(d.stx_mask & STATX_MNT_ID) ||
+            t.stx_mnt_id != d.stx_mnt_id)
+                return -EBUSY;
+        return 0;
+}
+
+/* Open the upload's directory (made as needed) and its temporary file. */
+static int upload_open(struct api *a, struct files_upload *u, int root, const char *dir)
+{
+        inroot_become(u->uid);
+        int r = u->dirfd = inroot_mkdirs(root, dir);
+        if (r >= 0 && (r = inroot_check_fs(u->dirfd, true)) == 0 &&
+            (r = check_target(u->dirfd, u->base)) == 0) {
+                r = create_tmp(a, u, dir);
+                if (r >= 0) {
+                        u->fd = r;
+                        r = 0;
+                }
+        }
+        inroot_unbecome();
+        if (r < 0)
+                u->tmp[0] = '\0';
+        return r;
 }
 
 static bool is_upload_path(struct api_req *req, char *name, size_t nl)
@@ -360,52 +350,37 @@ bool files_upload_begin(struct api *a, struct api_req *req, struct api_resp *res
                           (long long)a->cfg.max_file_bytes);
                 return true;
         }
-        const char *path = path_arg(req, resp, false);
-        if (!path)
-                return true;
-        struct sandbox *sb = api_enter_data_plane(a, req, name, resp);
-        if (!sb)
+        char path[INROOT_PATH_MAX], dir[INROOT_PATH_MAX];
+        if (!path_arg(req, resp, false, path))
                 return true;
         struct files_upload *u = calloc(1, sizeof(*u));
-        char dir[MAX_PATH_LEN + 16];
-        int r = u ? split(path, dir, sizeof(dir), u->base) : -ENOMEM;
-        if (r < 0) {
+        if (!u) {
+                api_error(resp, 503, "unavailable", "out of memory");
+                return true;
+        }
+        u->dirfd = u->fd = -1;
+        int r = inroot_split(path, dir, sizeof(dir), u->base, sizeof(u->base));
+        if (r < 0 || !strcmp(u->base, "..")) {
                 free(u);
-                mgr_leave(a->mgr, sb);
-                api_error(resp, 400, "invalid_argument", "path: not a file path");
+                api_error(resp, 400, "invalid_argument", "path: %s is not a file path", path);
+                return true;
+        }
+        struct sandbox *sb = api_enter_data_plane(a, req, name, resp);
+        if (!sb) {
+                free(u);
                 return true;
         }
         u->sb = sb;
         u->uid = mgr_sandbox_uid(a->mgr, sb);
         u->max = (uint64_t)a->cfg.max_file_bytes;
-        u->dirfd = u->fd = -1;
         _cleanup_close_ int root = -1;
         if (get_root(sb, &root, resp) < 0) {
                 files_upload_abort(a, u);
                 return true;
         }
-        become(u->uid);
-        u->dirfd = mkdirs_in(root, dir, 0);
-        if (u->dirfd >= 0 && (r = check_fs(u->dirfd, true)) < 0) {
-                close(u->dirfd);
-                u->dirfd = r;
-        }
-        if (u->dirfd >= 0) {
-                /* The target, if it exists, must be a regular file. */
-                struct stat st;
-                if (fstatat(u->dirfd, u->base, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                    !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
-                        r = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
-                else
-                        r = u->fd = create_tmp(u);
-        } else {
-                r = u->dirfd;
-        }
-        unbecome();
-        if (r < 0) {
-                u->tmp[0] = '\0';
-                files_upload_abort(a, u);
+        if ((r = upload_open(a, u, root, dir)) < 0) {
                 fs_error(resp, r, "cannot write", path);
+                files_upload_abort(a, u);
                 return true;
         }
         req->upload = u;
@@ -429,14 +404,16 @@ void files_upload_write(struct files_upload *u, const void *data, size_t len)
 
 void files_upload_finish(struct api *a, struct files_upload *u, struct api_resp *resp)
 {
+        /* A 204 means the data and the name are on disk: the file is
+         * flushed before the rename and the directory after it. */
         int r = u->error;
-        if (r == 0 && close(u->fd) < 0)
+        if (r == 0 && fsync(u->fd) < 0)
                 r = -errno;
-        else if (r != 0)
-                close(u->fd);
+        if (close(u->fd) < 0 && r == 0)
+                r = -errno;
         u->fd = -1;
         if (r == 0) {
-                become(u->uid);
+                inroot_become(u->uid);
                 /* rename(2) within one directory: readers see the old file or
                  * the new one, never a part. A symlink at the target is
                  * replaced, not followed. */
@@ -444,8 +421,10 @@ void files_upload_finish(struct api *a, struct files_upload *u, struct api_resp 
                         r = -errno;
                 else
                         u->tmp[0] = '\0';
-                unbecome();
+                inroot_unbecome();
         }
+        if (r == 0 && fsync(u->dirfd) < 0)
+                r = -errno;
         if (r < 0) {
                 fs_error(resp, r, "cannot write", u->base);
         } else {
@@ -464,13 +443,13 @@ void files_upload_abort(struct api *a, struct files_upload *u)
                 close(u->fd);
         if (u->dirfd >= 0) {
                 if (u->tmp[0]) {
-                        become(u->uid);
+                        inroot_become(u->uid);
                         unlinkat(u->dirfd, u->tmp, 0);
-                        unbecome();
+                        inroot_unbecome();
                 }
                 close(u->dirfd);
         }
-        if (u->sb)
-                mgr_leave(a->mgr, u->sb);
+        if (u->note[0])
+                mgr_upload_done(a->mgr, u->sb, u->note);
         free(u);
 }

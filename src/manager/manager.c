@@ -6,11 +6,13 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 
 #include "../agent/client.h"
 #include "../common/log.h"
 #include "timers.h"
+#include "uploads.h"
 
 #define UID_RANGE 65536u
 #define MAX_SLOTS 16384u
@@ -25,6 +27,7 @@ struct sandbox {
         pthread_mutex_t lock;       /* serializes lifecycle transitions */
         atomic_int refs;
         atomic_bool gone;           /* deleted or reclaimed */
+        atomic_bool dying;          /* being destroyed: its agent may vanish */
         atomic_llong last_active;   /* ms; read without the lock by timers */
         int64_t persisted_active;
         int64_t timer_at;           /* earliest deadline queued; guarded by lock */
@@ -56,6 +59,7 @@ struct manager {
         pthread_cond_t pool_cond;
         pthread_t pool_thread;
         bool pool_thread_started;
+        uint64_t run;               /* this run of the daemon, for upload notes */
 };
 
 static uint32_t hash_key(const char *dep, const char *name)
@@ -224,6 +228,18 @@ static void schedule(struct manager *m, struct sandbox *sb)
                 sb->timer_at = d;
 }
 
+/* sb's agent answers: remove what uploads of an earlier run left. */
+static void sweep_uploads(struct manager *m, struct sandbox *sb)
+{
+        int n = uploads_sweep(sb->dir, m->run, mgr_sandbox_uid(m, sb));
+        if (n > 0)
+                log_info("sandbox name=%s: removed %d unfinished upload(s) of an earlier run",
+                         sb->rec.name, n);
+        else if (n < 0)
+                log_warn("sandbox name=%s: cannot sweep unfinished uploads: %s", sb->rec.name,
+                         strerror(-n));
+}
+
 /* Bring sb to running; sb->lock held. */
 static int ensure_running(struct manager *m, struct sandbox *sb, const char *why,
                           struct sbx_error *err)
@@ -235,6 +251,7 @@ static int ensure_running(struct manager *m, struct sandbox *sb, const char *why
                 r = rt_thaw(m->rt, sb->rec.id, err);
                 if (r == 0) {
                         set_state(m, sb, SBX_RUNNING, why);
+                        sweep_uploads(m, sb);
                         return 0;
                 }
                 /* Cannot thaw: treat it as gone and start it again. */
@@ -246,7 +263,7 @@ static int ensure_running(struct manager *m, struct sandbox *sb, const char *why
         struct rt_spec spec;
         fill_spec(m, sb, rootfs, sizeof(rootfs), &spec);
         if (!rootfs[0]) {
-                sbx_error_set(err, ENOENT, "image '%s' is not built (sandboxd image build %s)",
+                sbx_error_say(err, ENOENT, "image '%s' is not built (sandboxd image build %s)",
                               sb->rec.image, sb->rec.image);
                 return -EHOSTDOWN;
         }
@@ -262,6 +279,7 @@ static int ensure_running(struct manager *m, struct sandbox *sb, const char *why
         }
         sb->init_pid = pid;
         set_state(m, sb, SBX_RUNNING, why);
+        sweep_uploads(m, sb);
         return 0;
 }
 
@@ -285,7 +303,8 @@ static void to_record(struct manager *m, struct sandbox *sb, struct mgr_record *
         r->state = sb->rec.state;
         r->created_at = sb->rec.created_at;
         r->last_active_at = atomic_load(&sb->last_active);
-        if (sb->rec.state != SBX_STOPPED)
+        /* "Absent when nothing runs": a suspended sandbox runs nothing. */
+        if (sb->rec.state == SBX_RUNNING)
                 r->ceiling_at = sb->rec.created_at + m->cfg.max_age_ms;
 }
 
@@ -296,9 +315,14 @@ static int destroy_locked(struct manager *m, struct sandbox *sb, const char *why
         char rootfs[4096];
         struct rt_spec spec;
         fill_spec(m, sb, rootfs, sizeof(rootfs), &spec);
+        /* Calls in flight lose their agent from here on: they must answer
+         * that the sandbox is gone, not that it failed. */
+        atomic_store(&sb->dying, true);
         int r = rt_destroy(m->rt, &spec, err);
-        if (r < 0)
+        if (r < 0) {
+                atomic_store(&sb->dying, false);
                 return r;
+        }
         store_sandbox_delete(m->store, sb->rec.id, NULL);
         atomic_store(&sb->gone, true);
         pthread_mutex_lock(&m->lock);
@@ -317,7 +341,7 @@ int mgr_check_account(struct manager *m, const char *account, struct sbx_error *
         if (r < 0)
                 return r;
         if (r == 0 ? !m->cfg.allow_unknown_accounts : !a.enabled)
-                return sbx_error_set(err, EPERM, "account '%s' does not have sandboxes", account),
+                return sbx_error_say(err, EPERM, "account '%s' does not have sandboxes", account),
                        -EPERM;
         return 0;
 }
@@ -332,7 +356,7 @@ static bool owned_by(const struct sandbox *sb, const struct mgr_caller *c)
 
 static int foreign_deployment(const struct mgr_caller *c, struct sbx_error *err)
 {
-        return sbx_error_set(err, EACCES, "deployment '%s' belongs to another account",
+        return sbx_error_say(err, EACCES, "deployment '%s' belongs to another account",
                              c->deployment);
 }
 
@@ -367,11 +391,11 @@ static int create_entry_locked(struct manager *m, const struct mgr_caller *c, co
         if (u.foreign)
                 return foreign_deployment(c, err);
         if (m->cfg.max_per_deployment > 0 && u.deployment >= (size_t)m->cfg.max_per_deployment)
-                return sbx_error_set(err, EDQUOT, "deployment has %lld sandboxes, the cap",
+                return sbx_error_say(err, EDQUOT, "deployment has %lld sandboxes, the cap",
                                      (long long)m->cfg.max_per_deployment),
                        -EDQUOT;
         if (account_limit > 0 && u.account >= (size_t)account_limit)
-                return sbx_error_set(err, EDQUOT, "account has %lld sandboxes, its limit",
+                return sbx_error_say(err, EDQUOT, "account has %lld sandboxes, its limit",
                                      (long long)account_limit),
                        -EDQUOT;
         /* Pool entries run the default class and network. */
@@ -406,7 +430,7 @@ static int create_entry_locked(struct manager *m, const struct mgr_caller *c, co
         rec.state = SBX_STOPPED;
         rec.created_at = rec.last_active_at = rec.state_since = now_ms();
         if (alloc_slot_locked(m, &rec.slot) < 0)
-                return sbx_error_set(err, EDQUOT, "no free uid range on this host"), -EDQUOT;
+                return sbx_error_say(err, EDQUOT, "no free uid range on this host"), -EDQUOT;
         if (store_sandbox_insert(m->store, &rec, err) < 0) {
                 m->slots[rec.slot / 8] &= (uint8_t)~(1u << (rec.slot % 8));
                 return -EAGAIN;
@@ -430,14 +454,14 @@ int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
 {
         const char *cls = sandbox_class ? sandbox_class : "default";
         if (strcmp(cls, "default"))
-                return sbx_error_set(err, ENOTSUP, "sandbox class '%s' is not offered", cls),
+                return sbx_error_say(err, ENOTSUP, "sandbox class '%s' is not offered", cls),
                        -ENOTSUP;
         if (network && strcmp(network, "none") && strcmp(network, "nat"))
-                return sbx_error_set(err, EINVAL, "network: nat or none"), -EINVAL;
+                return sbx_error_say(err, EINVAL, "network: nat or none"), -EINVAL;
         /* nat needs the host side the daemon sets up only when it is the
          * default; none is always possible. */
         if (network && !strcmp(network, "nat") && m->cfg.limits.network != RT_NET_NAT)
-                return sbx_error_set(err, EINVAL, "this server offers no nat network"), -EINVAL;
+                return sbx_error_say(err, EINVAL, "this server offers no nat network"), -EINVAL;
         const char *net = network ? network : default_network(m);
         struct store_account acct = { 0 };
         if (store_account_get(m->store, c->account, &acct, NULL) <= 0)
@@ -470,7 +494,7 @@ int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
                 }
                 int r = 0;
                 if (!created && network && strcmp(network, network_of(m, sb))) {
-                        r = sbx_error_set(err, EBUSY, "sandbox '%s' exists with network %s", name,
+                        r = sbx_error_say(err, EBUSY, "sandbox '%s' exists with network %s", name,
                                           network_of(m, sb));
                 } else if (created && sb->from_pool) {
                         sb->from_pool = false;
@@ -515,7 +539,7 @@ static int lookup(struct manager *m, const char *dep, const struct mgr_caller *c
                 sandbox_ref(sb);
         pthread_mutex_unlock(&m->lock);
         if (!sb)
-                return sbx_error_set(err, ENOENT, "sandbox '%s' does not exist", name), -ENOENT;
+                return sbx_error_say(err, ENOENT, "sandbox '%s' does not exist", name), -ENOENT;
         *ret = sb;
         return 0;
 }
@@ -578,7 +602,7 @@ int mgr_stop(struct manager *m, const struct mgr_caller *c, const char *name, st
                 return r;
         pthread_mutex_lock(&sb->lock);
         if (atomic_load(&sb->gone))
-                r = sbx_error_set(err, ENOENT, "sandbox '%s' does not exist", name);
+                r = sbx_error_say(err, ENOENT, "sandbox '%s' does not exist", name);
         else if ((r = suspend_locked(m, sb, "stop", err)) == 0)
                 schedule(m, sb);
         pthread_mutex_unlock(&sb->lock);
@@ -595,7 +619,7 @@ int mgr_delete(struct manager *m, const struct mgr_caller *c, const char *name,
                 return r;
         pthread_mutex_lock(&sb->lock);
         if (atomic_load(&sb->gone))
-                r = sbx_error_set(err, ENOENT, "sandbox '%s' does not exist", name);
+                r = sbx_error_say(err, ENOENT, "sandbox '%s' does not exist", name);
         else
                 r = destroy_locked(m, sb, "delete", err);
         pthread_mutex_unlock(&sb->lock);
@@ -613,11 +637,11 @@ int mgr_enter(struct manager *m, const char *deployment, const char *name, uint6
         if (sb->rec.id != id) {
                 /* A credential of an earlier incarnation of this name. */
                 sandbox_unref(sb);
-                return sbx_error_set(err, ENOENT, "sandbox '%s' does not exist", name), -ENOENT;
+                return sbx_error_say(err, ENOENT, "sandbox '%s' does not exist", name), -ENOENT;
         }
         pthread_mutex_lock(&sb->lock);
         if (atomic_load(&sb->gone)) {
-                r = sbx_error_set(err, ENOENT, "sandbox '%s' does not exist", name);
+                r = sbx_error_say(err, ENOENT, "sandbox '%s' does not exist", name);
         } else if ((r = ensure_running(m, sb, "data-plane call", err)) == 0) {
                 touch(m, sb);
                 schedule(m, sb);
@@ -651,7 +675,18 @@ uint32_t mgr_sandbox_uid(struct manager *m, const struct sandbox *sb)
 
 bool mgr_sandbox_gone(const struct sandbox *sb)
 {
-        return atomic_load(&sb->gone);
+        return atomic_load(&sb->gone) || atomic_load(&sb->dying);
+}
+
+int mgr_upload_note(struct manager *m, struct sandbox *sb, const char *dir, const char *name)
+{
+        return uploads_note(sb->dir, m->run, dir, name);
+}
+
+void mgr_upload_done(struct manager *m, struct sandbox *sb, const char *name)
+{
+        (void)m;
+        uploads_done(sb->dir, name);
 }
 
 int mgr_recover(struct manager *m, struct sandbox *sb, struct sbx_error *err)
@@ -659,7 +694,7 @@ int mgr_recover(struct manager *m, struct sandbox *sb, struct sbx_error *err)
         int r = 0;
         pthread_mutex_lock(&sb->lock);
         if (atomic_load(&sb->gone)) {
-                r = sbx_error_set(err, ENOENT, "sandbox '%s' does not exist", sb->rec.name);
+                r = sbx_error_say(err, ENOENT, "sandbox '%s' does not exist", sb->rec.name);
         } else if (sb->rec.state == SBX_RUNNING &&
                    agent_ping(sb->dir, 2000, NULL) < 0) {
                 /* Its agent is gone (killed, crashed): clean up what is left
@@ -851,8 +886,10 @@ static void reconnect(struct manager *m, struct sandbox *sb)
         bool alive = rt_is_alive(m->rt, sb->rec.id);
         if (alive && sb->rec.state == SBX_SUSPENDED)
                 return; /* frozen: it cannot answer a ping, and need not */
-        if (alive && sb->rec.state == SBX_RUNNING && agent_ping(sb->dir, 2000, NULL) == 0)
+        if (alive && sb->rec.state == SBX_RUNNING && agent_ping(sb->dir, 2000, NULL) == 0) {
+                sweep_uploads(m, sb);
                 return;
+        }
         if (alive)
                 rt_stop(m->rt, sb->rec.id, NULL);
         if (sb->rec.state != SBX_STOPPED)
@@ -866,6 +903,8 @@ int mgr_open(const struct mgr_config *cfg, struct store *st, struct rt *rt, stru
         if (!m)
                 return sbx_error_set(err, ENOMEM, "manager");
         m->cfg = *cfg;
+        if (getrandom(&m->run, sizeof(m->run), 0) != sizeof(m->run))
+                m->run = (uint64_t)now_ms() ^ ((uint64_t)getpid() << 32);
         m->store = st;
         m->rt = rt;
         pthread_mutex_init(&m->lock, NULL);

@@ -97,8 +97,17 @@ uint32_t mgr_sandbox_uid(struct manager *m, const struct sandbox *sb);
 /* An agent call found no agent listening: if the sandbox's processes are
  * gone, mark it stopped and start it again. 0 when it runs again. */
 int mgr_recover(struct manager *m, struct sandbox *sb, struct sbx_error *err);
-/* Whether it was deleted or reclaimed while entered. */
+/* Whether it was deleted or reclaimed while entered, or is being. */
 bool mgr_sandbox_gone(const struct sandbox *sb);
+
+/* Uploads stream into a temporary file named MGR_UPLOAD_PREFIX + 12 hex
+ * digits beside their target. Note one before creating it, and call done
+ * once it is renamed or removed: a daemon killed in between leaves a note
+ * that the next start of the sandbox (or of the daemon) acts on, removing
+ * the file (manager/uploads.h). */
+#define MGR_UPLOAD_PREFIX ".sandboxd-upload-"
+int mgr_upload_note(struct manager *m, struct sandbox *sb, const char *dir, const char *name);
+void mgr_upload_done(struct manager *m, struct sandbox *sb, const char *name);
 
 /* ---- operations ---- */
 struct mgr_stats {

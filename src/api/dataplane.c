@@ -150,12 +150,15 @@ static void agent_failure(struct sandbox *sb, int r, const struct sbx_error *err
                           struct api_resp *resp)
 {
         if (mgr_sandbox_gone(sb)) {
-                api_error(resp, 404, "not_found", "the sandbox was deleted");
+                api_error(resp, 404, "sandbox_not_found", "the sandbox was deleted while the call ran");
                 return;
         }
         switch (r) {
-        case -EINVAL:
         case -ENOENT:
+                /* The agent's one "missing" is a process id. */
+                api_error(resp, 404, "process_not_found", "%s", err->msg);
+                return;
+        case -EINVAL:
         case -EDQUOT:
         case -EBUSY:
                 api_error_errno(resp, r, err);
@@ -447,7 +450,7 @@ void dataplane_handle(struct api *a, struct api_req *req, struct sandbox *sb,
                         handle_list(a, sb, resp);
         } else if (!strcmp(seg[0], "processes") && n >= 2) {
                 if (!proc_id_ok(seg[1])) {
-                        api_error(resp, 404, "not_found", "no such process");
+                        api_error(resp, 404, "process_not_found", "no such process");
                 } else if (n == 2 && get) {
                         handle_poll(a, req, sb, seg[1], resp);
                 } else if (n == 2 && del) {

@@ -273,6 +273,15 @@ struct sandbox *api_enter_data_plane(struct api *a, struct api_req *req, const c
         }
         struct sandbox *sb = NULL;
         r = mgr_enter(a->mgr, cr.dep, name, cr.id, &sb, &err);
+        if (r == -ENOENT) {
+                /* The incarnation the credential names is gone (deleted,
+                 * reclaimed): a 401 makes a client attach again, which
+                 * gives it a new, empty sandbox. A 404 would look like a
+                 * missing file and never be retried. */
+                api_error(resp, 401, "credential_stale",
+                          "sandbox '%s' of this credential no longer exists; attach again", name);
+                return NULL;
+        }
         if (r < 0) {
                 if (r == -EHOSTDOWN)
                         log_error("enter %s/%s: %s", cr.dep, name, err.msg);

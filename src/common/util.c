@@ -25,6 +25,20 @@ int sbx_error_set(struct sbx_error *err, int errnum, const char *fmt, ...)
         return -errnum;
 }
 
+int sbx_error_say(struct sbx_error *err, int errnum, const char *fmt, ...)
+{
+        if (errnum <= 0)
+                errnum = EIO;
+        if (err) {
+                va_list ap;
+                va_start(ap, fmt);
+                vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+                va_end(ap);
+                err->code = errnum;
+        }
+        return -errnum;
+}
+
 int sbx_error_wrap(struct sbx_error *err, const char *fmt, ...)
 {
         if (!err)

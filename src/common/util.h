@@ -56,6 +56,10 @@ struct sbx_error {
  * A NULL err is allowed. errnum <= 0 is treated as EIO. */
 int sbx_error_set(struct sbx_error *err, int errnum, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+/* The same for a refusal by the service's own rules (a missing sandbox, a
+ * cap): the message is the text alone, no strerror() after it. */
+int sbx_error_say(struct sbx_error *err, int errnum, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 /* Prefix the existing message with more context ("launch: <old>"). */
 int sbx_error_wrap(struct sbx_error *err, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));

@@ -198,7 +198,7 @@ test("bad input gets its error and the daemon keeps serving", async () => {
   await expect(fetch(`${d.url}/v1/sandboxes/-bad/attach`, { method: "POST", headers: tok }), 400, "invalid_argument");
   await expect(fetch(`${d.url}/v1/sandboxes/${"a".repeat(129)}/attach`, { method: "POST", headers: tok }), 400, "invalid_argument");
   await expect(fetch(`${d.url}/v1/sandboxes/ok/attach`, { method: "POST", headers: tok, body: "{nope" }), 400, "invalid_argument");
-  await expect(fetch(`${d.url}/v1/sandboxes/nope-404`, { headers: tok }), 404, "not_found");
+  await expect(fetch(`${d.url}/v1/sandboxes/nope-404`, { headers: tok }), 404, "sandbox_not_found");
   await expect(fetch(`${d.url}/v1/sandboxes`), 401, "unauthenticated");
   await expect(fetch(`${d.url}/v1/sandboxes`, { headers: { authorization: "Bearer x.y.z" } }), 401, "unauthenticated");
   await expect(fetch(`${d.url}/v1/sandboxes`, { headers: { authorization: `Bearer ${c.tok.slice(0, -3)}AAA` } }), 401, "unauthenticated");

@@ -149,7 +149,7 @@ test("the 21st sandbox of a deployment gets 402, the 20 others keep working, a d
   const r = await call(d1, "POST", "/v1/sandboxes/cap-20/attach", c.tok, {});
   expectError(r, 402, "cap_reached");
   // It created nothing.
-  expectError(await call(d1, "GET", "/v1/sandboxes/cap-20", c.tok), 404, "not_found");
+  expectError(await call(d1, "GET", "/v1/sandboxes/cap-20", c.tok), 404, "sandbox_not_found");
   const l = await call(d1, "GET", "/v1/sandboxes", c.tok);
   assert.deepEqual(l.body.sandboxes.map((s) => s.name).sort(), [...names].sort());
   // Attaching an existing one always works, and all 20 still run commands.
@@ -272,9 +272,9 @@ test("a deployment's sandboxes are out of reach of a token naming it under anoth
   const owner = new Client(d1, "bound", "acct-1");
   const h = await attach(d1, owner.tok, "mine");
   const intruder = d1.token("bound", "acct-2");
-  expectError(await call(d1, "GET", "/v1/sandboxes/mine", intruder), 404, "not_found");
-  expectError(await call(d1, "POST", "/v1/sandboxes/mine/stop", intruder), 404, "not_found");
-  expectError(await call(d1, "DELETE", "/v1/sandboxes/mine", intruder), 404, "not_found");
+  expectError(await call(d1, "GET", "/v1/sandboxes/mine", intruder), 404, "sandbox_not_found");
+  expectError(await call(d1, "POST", "/v1/sandboxes/mine/stop", intruder), 404, "sandbox_not_found");
+  expectError(await call(d1, "DELETE", "/v1/sandboxes/mine", intruder), 404, "sandbox_not_found");
   assert.deepEqual((await call(d1, "GET", "/v1/sandboxes", intruder)).body.sandboxes, []);
   expectError(await call(d1, "POST", "/v1/sandboxes/mine/attach", intruder, {}), 401, "unauthenticated");
   expectError(await call(d1, "POST", "/v1/sandboxes/other/attach", intruder, {}), 401, "unauthenticated");
@@ -326,9 +326,9 @@ test("a credential is useless for another sandbox, another deployment, after del
   // After delete: X's old twin credential finds nothing, even though Y's twin
   // lives on at the same endpoint, and a new "twin" of X is a new incarnation.
   assert.equal((await call(d1, "DELETE", "/v1/sandboxes/twin", x.tok)).status, 204);
-  expectError(await sh(twinX, probe, credOf(twinX)), 404, "not_found");
+  expectError(await sh(twinX, probe, credOf(twinX)), 401, "credential_stale");
   const twinX2 = await attach(d1, x.tok, "twin");
-  expectError(await sh(twinX2, probe, credOf(twinX)), 404, "not_found");
+  expectError(await sh(twinX2, probe, credOf(twinX)), 401, "credential_stale");
 
   // Nothing ran anywhere.
   for (const h of [a, b, twinX2]) assert.equal((await sh(h, "ls /workspace")).body.stdout.includes("ran"), false);

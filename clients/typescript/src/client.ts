@@ -280,7 +280,7 @@ export class SandboxClient {
     if (r.exitCode === 0 || r.exitCode === 1 || matches.length > 0) return matches;
     const message = r.stderr.trim() || `grep exited with ${r.exitCode}`;
     if (/no such file|not found|permission denied/i.test(message)) {
-      throw new SandboxRequestError(404, "not_found", message);
+      throw new SandboxRequestError(404, "file_not_found", message);
     }
     throw new SandboxRequestError(400, "invalid_argument", message);
   }

@@ -12,7 +12,7 @@
 export class SandboxRequestError extends Error {
   /** HTTP status: 402 cap reached, 404 unknown sandbox or unreadable path, 502 bring-up failed, ... */
   readonly status: number;
-  /** Machine-readable code from the server's error body (`not_found`, `cap_reached`, ...). */
+  /** Machine-readable code from the server's error body (`sandbox_not_found`, `file_not_found`, `cap_reached`, ...). */
   readonly code: string;
 
   constructor(status: number, code: string, message: string) {

@@ -96,7 +96,7 @@ describe("server errors", { skip: skipReason("tiny") }, () => {
     assert.ok(err instanceof SandboxRequestError, String(err));
     assert.ok(!(err instanceof SandboxNotEnabledError));
     assert.equal(err.status, 404);
-    assert.equal(err.code, "not_found");
+    assert.equal(err.code, "sandbox_not_found");
     assert.ok(err.message.length > 0);
   });
 

@@ -47,7 +47,7 @@ static const char *const allowed[] = {
         "landlock_add_rule", "landlock_create_ruleset", "landlock_restrict_self", "lchown",
         "lgetxattr", "link", "linkat", "listen", "listxattr", "llistxattr", "lremovexattr",
         "lseek", "lsetxattr", "lstat", "madvise", "map_shadow_stack", "membarrier",
-        "memfd_create", "memfd_secret", "mincore", "mkdir", "mkdirat", "mknod", "mknodat",
+        "memfd_create", "mincore", "mkdir", "mkdirat", "mknod", "mknodat",
         "mlock", "mlock2", "mlockall", "mmap", "mprotect", "mq_getsetattr", "mq_notify",
         "mq_open", "mq_timedreceive", "mq_timedsend", "mq_unlink", "mremap", "mseal", "msgctl",
         "msgget", "msgrcv", "msgsnd", "msync", "munlock", "munlockall", "munmap",

@@ -738,6 +738,8 @@ static void check_kernel_surface(void)
                 note("bpf: %s", strerror(errno));
         }
         sys_try("perf_event_open(NULL)", SYS_perf_event_open, 0, 0, -1, -1, 0);
+        /* Pages hidden from the kernel and locked outside swap: refused. */
+        sys_try("memfd_secret(0)", SYS_memfd_secret, 0, 0, 0, 0, 0);
         sys_try("io_uring_setup(1, NULL)", SYS_io_uring_setup, 1, 0, 0, 0, 0);
         sys_try("io_uring_enter(-1)", SYS_io_uring_enter, -1, 0, 0, 0, 0);
         sys_try("io_uring_register(-1)", SYS_io_uring_register, -1, 0, 0, 0, 0);

@@ -451,5 +451,7 @@ void files_upload_abort(struct api *a, struct files_upload *u)
         }
         if (u->note[0])
                 mgr_upload_done(a->mgr, u->sb, u->note);
+        if (u->sb)
+                mgr_leave(a->mgr, u->sb);
         free(u);
 }

@@ -10,7 +10,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -75,10 +74,12 @@ int agent_signal_from_name(const char *name)
         };
         if (!name)
                 return -EINVAL;
-        if (strncasecmp(name, "SIG", 3) == 0)
+        /* Upper case only, as the documented client's Signal type spells
+         * them: "term" is refused rather than guessed at. */
+        if (strncmp(name, "SIG", 3) == 0)
                 name += 3;
         for (size_t i = 0; i < ARRAY_SIZE(table); i++)
-                if (strcasecmp(name, table[i].name) == 0)
+                if (strcmp(name, table[i].name) == 0)
                         return table[i].sig;
         return -EINVAL;
 }

@@ -94,8 +94,9 @@ void agent_proc_status_free(struct agent_proc_status *s);
 void agent_poll_result_free(struct agent_poll_result *r);
 void agent_proc_list_free(struct agent_proc_list *l);
 
-/* "TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2" (an optional "SIG"
- * prefix is accepted) -> the signal number; -EINVAL for anything else. */
+/* "TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2", upper case, with
+ * an optional "SIG" prefix ("SIGTERM") -> the signal number; -EINVAL for
+ * anything else, lower or mixed case included. */
 int agent_signal_from_name(const char *name);
 
 /* Connect to <sandbox_dir>/agent.sock. The directory path may be longer

@@ -438,8 +438,13 @@ void dataplane_handle(struct api *a, struct api_req *req, struct sandbox *sb,
 {
         const char *m = req->method;
         bool get = !strcmp(m, "GET"), post = !strcmp(m, "POST"), del = !strcmp(m, "DELETE");
+        size_t plen = strlen(req->path);
         if (!strcmp(seg[0], "exec") && post) {
                 handle_exec(a, req, sb, resp);
+        } else if (!strcmp(seg[0], "processes") && n == 1 && plen && req->path[plen - 1] == '/') {
+                /* "processes/" or "processes/%2F": an empty process id, which
+                 * must not read as the list (empty segments are skipped). */
+                api_error(resp, 404, "not_found", "no such process");
         } else if (!strcmp(seg[0], "processes") && n == 1 && (get || post)) {
                 if (post)
                         handle_spawn(a, req, sb, resp);

@@ -251,6 +251,22 @@ static void req_free(struct api *a, struct api_req *req)
         free(req);
 }
 
+/* A NUL decoded from %00 would cut the path or a query value short in every
+ * C string after this point: GET {endpoint}/processes/%00 was read as GET
+ * {endpoint}/processes, a listing. No route or argument takes one, so the
+ * request is refused. libmicrohttpd unescapes in the connection's own thread
+ * (a thread per connection), before the first call of on_request for the
+ * same request: a thread-local flag carries the finding over. */
+static _Thread_local struct MHD_Connection *nul_in_url;
+
+static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+        size_t n = MHD_http_unescape(s);
+        if (memchr(s, '\0', n))
+                nul_in_url = conn;
+        return n;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size, void **con_cls)
@@ -274,7 +290,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 struct api_resp *early = resp_new();
                 if (!early)
                         return MHD_NO;
-                if (!atomic_load(&a->draining) && files_upload_begin(a, req, early)) {
+                bool nul = nul_in_url == conn;
+                nul_in_url = NULL;
+                if (nul) {
+                        api_error(early, 400, "invalid_argument",
+                                  "the URL holds a NUL byte (%%00)");
+                        req->streaming = true; /* the body is not read */
+                        req->early = early;
+                } else if (!atomic_load(&a->draining) && files_upload_begin(a, req, early)) {
                         req->streaming = true;
                         if (!req->upload)
                                 req->early = early;
@@ -402,6 +425,7 @@ int api_start(struct api *a, struct sbx_error *err)
         a->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, a,
                                   MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                   MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
+                                  MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)a->cfg.max_connections,
                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
                                   /* Room for big upload chunks (fewer, larger writes), yet

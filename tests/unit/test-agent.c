@@ -532,6 +532,12 @@ static void test_signal_group(void **state)
 
         assert_int_equal(agent_signal_from_name("SIGUSR1"), SIGUSR1);
         assert_int_equal(agent_signal_from_name("STOP"), -EINVAL);
+        /* upper case only, as documented */
+        assert_int_equal(agent_signal_from_name("term"), -EINVAL);
+        assert_int_equal(agent_signal_from_name("sigterm"), -EINVAL);
+        assert_int_equal(agent_signal_from_name("SIGterm"), -EINVAL);
+        assert_int_equal(agent_signal_from_name("SIG"), -EINVAL);
+        assert_int_equal(agent_signal_from_name(""), -EINVAL);
 }
 
 static void test_cap(void **state)

@@ -1,0 +1,59 @@
+// Processes at their edges: an exec whose daemon died, finished processes
+// and the 64-process cap, a stdin write nobody reads, malformed ids and
+// signal names.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { Daemon, Client, sleep, until } from "./lib/daemon.mjs";
+
+let d, c;
+before(async () => {
+  d = await new Daemon().start();
+  c = new Client(d);
+});
+after(async () => d && (await d.destroy()));
+
+async function spawn(name, command, extra = {}) {
+  const r = await c.data(name, "POST", "/processes", { command, ...extra });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return r.body;
+}
+async function poll(name, id, q = {}) {
+  const qs = new URLSearchParams(Object.entries(q).map(([k, v]) => [k, String(v)]));
+  const r = await c.data(name, "GET", `/processes/${id}?${qs}`);
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return r.body;
+}
+async function waitExit(name, id) {
+  let ch;
+  do ch = await poll(name, id, { waitMs: 5000 });
+  while (ch.state !== "exited");
+  return ch;
+}
+
+test("a process id with a NUL or a slash never lists processes", async () => {
+  const proc = await spawn("ids", ["/bin/sleep", "30"]);
+  for (const path of ["/processes/%00", "/processes%00", "/processes/%2F", "/processes/", `/processes/${proc.processId}%00`]) {
+    const r = await c.data("ids", "GET", path);
+    assert.ok(r.status === 400 || r.status === 404, `${path}: ${r.status} ${JSON.stringify(r.body)}`);
+    assert.equal(r.body?.processes, undefined, path);
+    assert.ok(r.body?.error?.code, path);
+  }
+  const del = await c.data("ids", "DELETE", "/processes/%00");
+  assert.ok(del.status === 400 || del.status === 404, `DELETE %00: ${del.status}`);
+  assert.equal((await poll("ids", proc.processId)).state, "running");
+  assert.equal((await c.data("ids", "DELETE", `/processes/${proc.processId}`)).status, 204);
+});
+
+test("signal names are upper case, with or without SIG", async () => {
+  const proc = await spawn("sig", ["/bin/sleep", "30"]);
+  for (const signal of ["term", "Term", "sigterm", "SIGterm", "SIG", ""]) {
+    const r = await c.data("sig", "POST", `/processes/${proc.processId}/signal`, { signal });
+    assert.equal(r.status, 400, `${signal}: ${r.status}`);
+    assert.equal(r.body.error.code, "invalid_argument");
+  }
+  assert.equal((await poll("sig", proc.processId)).state, "running");
+  assert.equal((await c.data("sig", "POST", `/processes/${proc.processId}/signal`, { signal: "SIGTERM" })).status, 204);
+  const ch = await waitExit("sig", proc.processId);
+  assert.equal(ch.exitCode, 143);
+  await c.data("sig", "DELETE", `/processes/${proc.processId}`);
+});

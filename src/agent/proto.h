@@ -31,9 +31,11 @@
 #define AGENT_MAX_FIELDS 65536
 
 /* Limits the agent enforces (also documented in the API). */
-#define AGENT_MAX_PROCS 64                 /* spawned + running execs */
-#define AGENT_RING_SIZE (1u << 20)         /* newest bytes kept per stream */
-#define AGENT_EXEC_MAX_OUTPUT (1u << 20)   /* exec: bytes kept per stream */
+#define AGENT_MAX_PROCS 64                  /* running: spawned + execs */
+#define AGENT_MAX_EXITED 64                 /* exited records kept (oldest go first) */
+#define AGENT_EXITED_OUTPUT_MAX (64u << 20) /* ... and their output, in total */
+#define AGENT_RING_SIZE (1u << 20)          /* newest bytes kept per stream */
+#define AGENT_EXEC_MAX_OUTPUT (1u << 20)    /* exec: bytes kept per stream */
 #define AGENT_MAX_WAIT_MS 30000
 #define AGENT_MAX_ARGV 4096
 #define AGENT_MAX_ENV 4096
@@ -96,7 +98,7 @@ enum agent_tag {
 enum agent_err {
         AGENT_E_INVALID = 1,   /* 400 invalid_argument */
         AGENT_E_NOT_FOUND = 2, /* 404 not_found (unknown process id) */
-        AGENT_E_CAP = 3,       /* 402 cap_reached (64 processes) */
+        AGENT_E_CAP = 3,       /* 402 cap_reached (64 running processes) */
         AGENT_E_STATE = 4,     /* 409 invalid_state (stdin not open) */
         AGENT_E_INTERNAL = 5,  /* 500 */
 };

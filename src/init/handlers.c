@@ -431,9 +431,8 @@ static void handle_start(struct init_ctx *ctx, struct conn *c, struct req *rq, b
                 conn_reply_err(ctx, c, AGENT_E_INVALID, "the command is empty");
                 return;
         }
-        if (ctx->n_procs >= AGENT_MAX_PROCS) {
-                conn_reply_err(ctx, c, AGENT_E_CAP,
-                               "at most %d processes may be running or not yet killed",
+        if (ctx->n_running >= AGENT_MAX_PROCS) {
+                conn_reply_err(ctx, c, AGENT_E_CAP, "at most %d processes may be running",
                                AGENT_MAX_PROCS);
                 return;
         }
@@ -521,7 +520,7 @@ static void handle_poll(struct init_ctx *ctx, struct conn *c, struct req *rq)
 static void handle_list(struct init_ctx *ctx, struct conn *c)
 {
         /* Each entry's command is cut to its share of one frame. */
-        const size_t budget = AGENT_MAX_PAYLOAD / AGENT_MAX_PROCS - 1024;
+        const size_t budget = AGENT_MAX_PAYLOAD / (AGENT_MAX_PROCS + AGENT_MAX_EXITED) - 1024;
         struct agent_msg m, one;
         int r = 0;
 

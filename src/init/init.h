@@ -91,7 +91,9 @@ struct proc {
         pid_t pid;
         bool exited;
         int exit_code;
+        size_t argv_bytes;
         int64_t started_at, exited_at; /* ms since the epoch */
+        uint64_t exit_seq;             /* order of exits: the oldest record goes first */
         int64_t fork_us, exit_us;      /* CLOCK_MONOTONIC */
         int64_t deadline_us;           /* execs; 0 = none */
         bool timed_out;
@@ -126,8 +128,8 @@ struct init_ctx {
         struct conn *conns;
         unsigned n_conns;
         struct proc *procs_head, *procs_tail;
-        unsigned n_procs;
-        uint64_t seq;
+        unsigned n_running; /* started and not exited: what AGENT_MAX_PROCS caps */
+        uint64_t seq, exit_seq;
 
         struct conn *ready; /* conns whose next frame can now be dispatched */
         struct conn *dead_conns;

@@ -214,6 +214,7 @@ static int proc_copy_argv(struct proc *p, char **argv, size_t argc)
                 if (!p->argv[i])
                         return -ENOMEM;
                 p->argc = i + 1;
+                p->argv_bytes += strlen(argv[i]) + 1;
         }
         return 0;
 }
@@ -342,7 +343,7 @@ int proc_start(struct init_ctx *ctx, const struct proc_spec *spec, struct proc *
         else
                 ctx->procs_head = p;
         ctx->procs_tail = p;
-        ctx->n_procs++;
+        ctx->n_running++;
 
         r = proc_adopt_fds(ctx, p, &sp, err);
         close_pipes(&sp);
@@ -385,7 +386,8 @@ void proc_forget(struct init_ctx *ctx, struct proc *p)
                 p->next->prev = p->prev;
         else
                 ctx->procs_tail = p->prev;
-        ctx->n_procs--;
+        if (!p->exited)
+                ctx->n_running--;
         p->dead = true;
         p->next = ctx->dead_procs;
         p->prev = NULL;
@@ -417,6 +419,40 @@ void proc_check_deadlines(struct init_ctx *ctx, int64_t now_us)
                         p->timed_out = true;
                         proc_kill_group(p, SIGKILL);
                 }
+        }
+}
+
+/* What an exited record holds on to: its output and its command line. */
+static uint64_t proc_retained(const struct proc *p)
+{
+        uint64_t n = p->argv_bytes;
+        for (int i = 0; i < 2; i++)
+                n += MIN(p->out[i].ring.total, (uint64_t)AGENT_RING_SIZE) + p->out[i].kept.len;
+        return n;
+}
+
+/* Only running processes count against AGENT_MAX_PROCS; an exited one is
+ * kept for polling until it is killed, but not without bound: beyond
+ * AGENT_MAX_EXITED records, or AGENT_EXITED_OUTPUT_MAX bytes held by them,
+ * the record that exited first is forgotten. The table holds at most 64
+ * running and 65 exited records when this runs: the scans are cheap. */
+static void proc_trim_exited(struct init_ctx *ctx)
+{
+        for (;;) {
+                struct proc *oldest = NULL;
+                unsigned n = 0;
+                uint64_t bytes = 0;
+                for (struct proc *p = ctx->procs_head; p; p = p->next) {
+                        if (p->is_exec || !p->exited)
+                                continue;
+                        n++;
+                        bytes += proc_retained(p);
+                        if (!oldest || p->exit_seq < oldest->exit_seq)
+                                oldest = p;
+                }
+                if (!oldest || (n <= AGENT_MAX_EXITED && bytes <= AGENT_EXITED_OUTPUT_MAX))
+                        return;
+                proc_forget(ctx, oldest);
         }
 }
 
@@ -466,8 +502,11 @@ void proc_on_stream(struct init_ctx *ctx, struct proc *p, int index)
 {
         if (p->dead)
                 return;
-        if (stream_read(ctx, p, index, READ_BUDGET) && !p->is_exec)
+        if (stream_read(ctx, p, index, READ_BUDGET) && !p->is_exec) {
                 handlers_proc_changed(ctx, p);
+                if (p->exited) /* a background child still writes */
+                        proc_trim_exited(ctx);
+        }
 }
 
 /* Did the child report a failure to start? Then say why on its stderr. */
@@ -500,6 +539,8 @@ static void proc_read_report(struct proc *p)
 static void proc_exited(struct init_ctx *ctx, struct proc *p, int status)
 {
         p->exited = true;
+        p->exit_seq = ++ctx->exit_seq;
+        ctx->n_running--;
         p->exit_us = mono_us();
         p->exited_at = now_ms();
         if (WIFEXITED(status))
@@ -514,6 +555,7 @@ static void proc_exited(struct init_ctx *ctx, struct proc *p, int status)
         stream_read(ctx, p, 1, DRAIN_BUDGET);
         proc_read_report(p);
         handlers_proc_exited(ctx, p);
+        proc_trim_exited(ctx);
 }
 
 void proc_reap_all(struct init_ctx *ctx)

@@ -30,6 +30,37 @@ async function waitExit(name, id) {
   return ch;
 }
 
+test("exited processes do not hold slots: 100 never-killed spawns succeed, the oldest exited are forgotten", async () => {
+  const ids = [];
+  for (let i = 0; i < 100; i++) {
+    const p = await spawn("slots", ["/bin/sh", "-c", `echo ${i}`]);
+    ids.push(p.processId);
+    const ch = await waitExit("slots", p.processId);
+    assert.equal(ch.exitCode, 0);
+  }
+  // 64 exited records are kept, the newest ones.
+  const list = (await c.data("slots", "GET", "/processes")).body.processes;
+  assert.deepEqual(list.map((p) => p.processId), ids.slice(36));
+  assert.equal((await c.data("slots", "GET", `/processes/${ids[0]}`)).status, 404);
+  assert.equal((await c.data("slots", "GET", `/processes/${ids[35]}`)).status, 404);
+  const newest = await poll("slots", ids[99]);
+  assert.equal(newest.state, "exited");
+  assert.equal(newest.stdout, "99\n");
+  assert.equal((await poll("slots", ids[36])).stdout, "36\n");
+
+  // Running processes still count: 64 run, the 65th is refused.
+  const running = [];
+  for (let i = 0; i < 64; i++) running.push((await spawn("slots", ["/bin/sleep", "60"])).processId);
+  const r = await c.data("slots", "POST", "/processes", { command: ["/bin/sleep", "60"] });
+  assert.equal(r.status, 402);
+  assert.equal(r.body.error.code, "cap_reached");
+  // Running exec count too.
+  const e = await c.data("slots", "POST", "/exec", { command: ["true"] });
+  assert.equal(e.status, 402);
+  for (const id of running) assert.equal((await c.data("slots", "DELETE", `/processes/${id}`)).status, 204);
+  assert.equal((await spawn("slots", ["true"])).state, "running");
+});
+
 test("a process id with a NUL or a slash never lists processes", async () => {
   const proc = await spawn("ids", ["/bin/sleep", "30"]);
   for (const path of ["/processes/%00", "/processes%00", "/processes/%2F", "/processes/", `/processes/${proc.processId}%00`]) {

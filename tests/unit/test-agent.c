@@ -562,13 +562,21 @@ static void test_cap(void **state)
                 assert_string_equal(l.procs[i].id, ids[i]); /* start order */
         agent_proc_list_free(&l);
 
-        /* an exited process still counts until killed */
+        /* only running processes count: an exited one frees its place at
+         * once, and its record stays until killed */
         assert_int_equal(agent_signal(dir, ids[0], SIGKILL, &err), 0);
-        msleep(100);
+        struct agent_poll_result p = {0};
+        wait_exit(ids[0], &p);
+        agent_poll_result_free(&p);
+        char *extra = spawn_ok(&c);
         assert_int_equal(agent_spawn(dir, &c, &st, &err), -EDQUOT);
-        assert_int_equal(agent_kill(dir, ids[0], &err), 0);
-        free(ids[0]);
-        ids[0] = spawn_ok(&c);
+        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(l.n, AGENT_MAX_PROCS + 1);
+        agent_proc_list_free(&l);
+        poll_ok(ids[0], 0, 0, 0, &p);
+        assert_true(p.status.exited);
+        agent_poll_result_free(&p);
+        free(extra);
         kill_all();
         for (int i = 0; i < AGENT_MAX_PROCS; i++)
                 free(ids[i]);
@@ -581,6 +589,76 @@ static void test_cap(void **state)
         kill_all();
         for (int i = 0; i < AGENT_MAX_PROCS; i++)
                 free(ids[i]);
+}
+
+/* Spawn c and wait for it to exit; returns its id. */
+static char *run_ok(const struct agent_cmd *c)
+{
+        struct agent_poll_result p = {0};
+        char *id = spawn_ok(c);
+        wait_exit(id, &p);
+        agent_poll_result_free(&p);
+        return id;
+}
+
+static bool known(const char *id)
+{
+        struct agent_poll_result p = {0};
+        struct sbx_error err = {0};
+        int rc = agent_poll(dir, id, 0, 0, 0, &p, &err);
+        agent_poll_result_free(&p);
+        if (rc != 0 && rc != -ENOENT)
+                fail_msg("poll %s: %d %s", id, rc, err.msg);
+        return rc == 0;
+}
+
+static void test_exited_bounded(void **state)
+{
+        enum { N = AGENT_MAX_EXITED + 10 };
+        struct agent_cmd t = cmd(CMD("true"));
+        struct agent_proc_list l = {0};
+        struct sbx_error err = {0};
+        char *ids[N];
+
+        kill_all();
+        /* never killed: the oldest exited go first, the newest stay */
+        for (int i = 0; i < N; i++)
+                ids[i] = run_ok(&t);
+        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(l.n, AGENT_MAX_EXITED);
+        for (size_t i = 0; i < l.n; i++)
+                assert_string_equal(l.procs[i].id, ids[N - AGENT_MAX_EXITED + i]);
+        agent_proc_list_free(&l);
+        assert_false(known(ids[0]));
+        assert_false(known(ids[N - AGENT_MAX_EXITED - 1]));
+        assert_true(known(ids[N - AGENT_MAX_EXITED]));
+        assert_true(known(ids[N - 1]));
+        for (int i = 0; i < N; i++)
+                free(ids[i]);
+        kill_all();
+
+        /* and their output is bounded in total: 2 MiB each (1 MiB per
+         * stream) keeps only AGENT_EXITED_OUTPUT_MAX / 2 MiB of them */
+        struct agent_cmd big =
+            cmd(CMD("sh", "-c", "head -c 1048576 /dev/zero; head -c 1048576 /dev/zero >&2"));
+        const int keep = (int)(AGENT_EXITED_OUTPUT_MAX / (2u << 20));
+        char *last = NULL;
+        for (int i = 0; i < keep + 8; i++) {
+                free(last);
+                last = run_ok(&big);
+        }
+        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_true(l.n <= (size_t)keep);
+        assert_true(l.n >= (size_t)keep - 1); /* argv and rounding take a little */
+        assert_string_equal(l.procs[l.n - 1].id, last);
+        agent_proc_list_free(&l);
+        struct agent_poll_result p = {0};
+        poll_ok(last, 0, 0, 0, &p);
+        assert_int_equal(p.out_len, 1u << 20);
+        assert_int_equal(p.err_len, 1u << 20);
+        agent_poll_result_free(&p);
+        free(last);
+        kill_all();
 }
 
 static void test_stdin(void **state)
@@ -1018,6 +1096,7 @@ int main(int argc, char **argv)
             cmocka_unit_test(test_utf8_split),
             cmocka_unit_test(test_signal_group),
             cmocka_unit_test(test_cap),
+            cmocka_unit_test(test_exited_bounded),
             cmocka_unit_test(test_stdin),
             cmocka_unit_test(test_held_does_not_block),
             cmocka_unit_test(test_protocol_errors),

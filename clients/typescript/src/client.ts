@@ -209,7 +209,10 @@ export class SandboxClient {
     return this.#poll(name, processId, options.stdoutFrom ?? 0, options.stderrFrom ?? 0, options.waitMs ?? 0);
   }
 
-  /** Every process the sandbox holds, running or exited and not yet killed. */
+  /**
+   * Every process the sandbox holds: running, or exited and not yet killed
+   * (the server keeps the newest 64 exited records).
+   */
   async processes(name: string): Promise<ProcessStatus[]> {
     const body = await this.#data(name, (ep) => bareSpec("GET", `${ep}/processes`), readJson);
     const rows = field(body, "processes");
@@ -338,7 +341,10 @@ export class SandboxClient {
     return run.result(timedOut, true);
   }
 
-  /** Best-effort kill-and-forget, so finished runs do not fill the 64-process table. */
+  /**
+   * Best-effort kill-and-forget, so finished runs do not push other exited
+   * records out of the sandbox's table.
+   */
   async #reap(name: string, processId: string): Promise<void> {
     try {
       await this.kill(name, processId);

@@ -344,6 +344,15 @@ static int status_field(struct agent_proc_status *st, const struct agent_field *
         case AGENT_T_ARGV:
                 r = status_add_argv(st, f);
                 return r < 0 ? r : 1;
+        case AGENT_T_EXEC:
+                r = agent_field_bool(f, &st->exec);
+                return r < 0 ? r : 1;
+        case AGENT_T_TIMED_OUT:
+                r = agent_field_bool(f, &st->timed_out);
+                return r < 0 ? r : 1;
+        case AGENT_T_TRUNCATED:
+                r = agent_field_bool(f, &st->truncated);
+                return r < 0 ? r : 1;
         case AGENT_T_STATE:
         case AGENT_T_EXIT_CODE:
         case AGENT_T_STARTED_AT:

@@ -72,6 +72,11 @@ struct agent_proc_status {
         int exit_code;      /* only when exited */
         int64_t started_at; /* ms since the epoch */
         int64_t exited_at;  /* ms since the epoch; 0 while running */
+        /* The record of an exec whose answer was lost (its requester went
+         * away first), with the flags that answer would have carried. */
+        bool exec;
+        bool timed_out;
+        bool truncated;
 };
 
 struct agent_poll_result {

@@ -89,6 +89,7 @@ enum agent_tag {
         AGENT_T_STDERR_DROPPED = 32, /* u64 */
         AGENT_T_PROC = 33,        /* nested payload: a process status */
         AGENT_T_VERSION = 34,     /* string */
+        AGENT_T_EXEC = 35,        /* bool: a process status is an exec's record */
 
         AGENT_T_ERR_CODE = 40,    /* u64, enum agent_err */
         AGENT_T_MESSAGE = 41,     /* string, for humans */
@@ -104,7 +105,15 @@ enum agent_err {
 };
 
 /* A process status (PROC, SPAWN result, and the head of a POLL result):
- *   PROC_ID, ARGV*, STATE, EXIT_CODE (exited only), STARTED_AT, EXITED_AT (exited only)
+ *   PROC_ID, ARGV*, STATE, EXIT_CODE (exited only), STARTED_AT, EXITED_AT (exited only),
+ *   and for an exec's record EXEC (true), TIMED_OUT, TRUNCATED.
+ * An exec is not in the process table while its requester waits for it. It
+ *   is entered there, as an exec's record, when that connection goes away
+ *   before the whole answer was written to it (the daemon died or gave up):
+ *   then LIST shows it, POLL reads it, SIGNAL and KILL reach it as they do a
+ *   spawned process, so its result is not lost. Its output is what the
+ *   answer would have held: the first MAX_OUTPUT bytes per stream, offsets
+ *   from 0, nothing dropped; TRUNCATED when more was discarded.
  * A POLL result adds: STDOUT, STDERR, STDOUT_NEXT, STDERR_NEXT,
  *   STDOUT_DROPPED, STDERR_DROPPED.
  * An EXEC result: EXIT_CODE, STDOUT, STDERR, DURATION_MS, TIMED_OUT, TRUNCATED.

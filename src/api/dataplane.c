@@ -193,6 +193,11 @@ static json_t *status_json(const struct agent_proc_status *st)
                 json_object_set_new(j, "exitCode", json_integer(st->exit_code));
                 json_object_set_new(j, "exitedAt", json_string(exited));
         }
+        if (j && st->exec) { /* an exec whose answer was lost */
+                json_object_set_new(j, "exec", json_true());
+                json_object_set_new(j, "timedOut", json_boolean(st->timed_out));
+                json_object_set_new(j, "truncated", json_boolean(st->truncated));
+        }
         return j;
 }
 

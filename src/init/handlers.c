@@ -181,6 +181,11 @@ static int put_status(struct agent_msg *m, const struct proc *p, size_t argv_bud
             ((r = agent_put_u64(m, AGENT_T_EXIT_CODE, (uint64_t)(int64_t)p->exit_code)) < 0 ||
              (r = agent_put_u64(m, AGENT_T_EXITED_AT, (uint64_t)p->exited_at)) < 0))
                 return r;
+        if (p->is_exec && ((r = agent_put_bool(m, AGENT_T_EXEC, true)) < 0 ||
+                           (r = agent_put_bool(m, AGENT_T_TIMED_OUT, p->timed_out)) < 0 ||
+                           (r = agent_put_bool(m, AGENT_T_TRUNCATED,
+                                               p->out[0].truncated || p->out[1].truncated)) < 0))
+                return r;
         return 0;
 }
 
@@ -209,8 +214,8 @@ struct chunk {
 static struct chunk poll_chunk(const struct proc *p, int i, uint64_t from)
 {
         const struct stream *s = &p->out[i];
-        uint64_t oldest = ring_start(&s->ring);
-        struct chunk ch = {.start = MAX(from, oldest), .end = s->ring.total};
+        uint64_t oldest = stream_start(s);
+        struct chunk ch = {.start = MAX(from, oldest), .end = stream_total(s)};
 
         ch.dropped = oldest > from ? oldest - from : 0;
         if (ch.end > ch.start + AGENT_RING_SIZE)
@@ -220,7 +225,7 @@ static struct chunk poll_chunk(const struct proc *p, int i, uint64_t from)
         if (!final && ch.end > ch.start) {
                 uint8_t tail[4];
                 size_t n = (size_t)MIN(ch.end - ch.start, (uint64_t)sizeof(tail));
-                ring_copy(&s->ring, ch.end - n, n, tail);
+                stream_copy(s, ch.end - n, n, tail);
                 ch.end -= n - utf8_trim_incomplete(tail, n);
         }
         return ch;
@@ -249,7 +254,7 @@ static int put_chunk(struct agent_msg *m, const struct proc *p, int i, uint64_t 
 
         if (!data)
                 return -ENOMEM;
-        ring_copy(&p->out[i].ring, ch.start, n, data);
+        stream_copy(&p->out[i], ch.start, n, data);
         if ((r = agent_put_bytes(m, tags[i][0], data, n)) < 0 ||
             (r = agent_put_u64(m, tags[i][1], ch.end)) < 0 ||
             (r = agent_put_u64(m, tags[i][2], ch.dropped)) < 0)
@@ -309,17 +314,23 @@ void handlers_poll_expired(struct init_ctx *ctx, struct conn *c)
 
 void handlers_proc_exited(struct init_ctx *ctx, struct proc *p)
 {
-        if (!p->is_exec) {
+        if (p->listed) {
                 handlers_proc_changed(ctx, p);
                 return;
         }
-        struct conn *next;
-        for (struct conn *c = p->waiters; c; c = next) {
-                next = c->wnext;
-                if (c->held == HELD_EXEC)
-                        reply_exec(ctx, c, p);
+        /* An exec whose requester waits: answer it. Once the answer is out
+         * the exec is forgotten; should the connection go first, the exec
+         * is listed instead (proc_exec_answered). */
+        struct conn *c = p->waiters;
+        while (c && c->held != HELD_EXEC)
+                c = c->wnext;
+        if (!c) {
+                proc_exec_answered(ctx, p, false);
+                return;
         }
-        proc_forget(ctx, p); /* a finished exec is not kept */
+        c->answer_of = p;
+        p->answer_conn = c;
+        reply_exec(ctx, c, p);
 }
 
 /* ------------------------------------------------------------ commands */
@@ -498,11 +509,11 @@ static void handle_poll(struct init_ctx *ctx, struct conn *c, struct req *rq)
         if (!p)
                 return;
         for (int i = 0; i < 2; i++) {
-                if (rq->from[i] > p->out[i].ring.total) {
+                if (rq->from[i] > stream_total(&p->out[i])) {
                         conn_reply_err(ctx, c, AGENT_E_INVALID,
                                        "%s offset %llu is past the end of the output (%llu)",
                                        names[i], (unsigned long long)rq->from[i],
-                                       (unsigned long long)p->out[i].ring.total);
+                                       (unsigned long long)stream_total(&p->out[i]));
                         return;
                 }
         }
@@ -526,7 +537,7 @@ static void handle_list(struct init_ctx *ctx, struct conn *c)
 
         agent_msg_init(&m, AGENT_RESP_OK);
         for (struct proc *p = ctx->procs_head; p && r >= 0; p = p->next) {
-                if (p->is_exec)
+                if (!p->listed)
                         continue;
                 agent_msg_init(&one, 0);
                 r = put_status(&one, p, budget);

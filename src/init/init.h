@@ -67,6 +67,7 @@ struct conn {
         int64_t deadline_us;        /* HELD_POLL; CLOCK_MONOTONIC */
         uint64_t poll_from[2];
         uint64_t stdin_target;
+        struct proc *answer_of; /* the exec whose answer is in out */
 
         struct conn *rnext; /* in ctx->ready */
         bool in_ready;
@@ -88,6 +89,11 @@ struct proc {
         size_t argc;
         char *cwd; /* for the message when it does not exist */
         bool is_exec;
+        /* In the table clients see (LIST, POLL, SIGNAL, KILL): every spawned
+         * process, and an exec whose requester went away before the whole
+         * answer was written (see proto.h). */
+        bool listed;
+        struct conn *answer_conn; /* an exec's answer is being written there */
         pid_t pid;
         bool exited;
         int exit_code;
@@ -181,11 +187,20 @@ int proc_start(struct init_ctx *ctx, const struct proc_spec *spec, struct proc *
                struct sbx_error *err);
 struct proc *proc_find(struct init_ctx *ctx, const char *id);
 void proc_on_stream(struct init_ctx *ctx, struct proc *p, int index);
+/* The retained bytes of a stream are [stream_start, stream_total) of its
+ * offsets (bytes since the process started): a ring's newest, or an exec's
+ * first max_output. */
+uint64_t stream_start(const struct stream *s);
+uint64_t stream_total(const struct stream *s);
+void stream_copy(const struct stream *s, uint64_t from, size_t len, uint8_t *out);
 void proc_reap_all(struct init_ctx *ctx);
 /* Kill the group of a running process (no-op once exited). */
 void proc_kill_group(struct proc *p, int sig);
 /* Forget p: close its pipes, free its buffers, release its table slot. */
 void proc_forget(struct init_ctx *ctx, struct proc *p);
+/* The answer to exec p was written out whole (delivered: p is forgotten),
+ * or its connection went away first (p is listed, its result kept). */
+void proc_exec_answered(struct init_ctx *ctx, struct proc *p, bool delivered);
 void proc_free_dead(struct init_ctx *ctx);
 /* Exec deadlines: kill what ran out of time. */
 void proc_check_deadlines(struct init_ctx *ctx, int64_t now_us);

@@ -128,7 +128,7 @@ static void proc_make_id(struct init_ctx *ctx, char out[48])
 struct proc *proc_find(struct init_ctx *ctx, const char *id)
 {
         for (struct proc *p = ctx->procs_head; p; p = p->next)
-                if (!p->is_exec && strcmp(p->id, id) == 0)
+                if (p->listed && strcmp(p->id, id) == 0)
                         return p;
         return NULL;
 }
@@ -272,6 +272,7 @@ static int proc_prepare(const struct proc_spec *spec, struct proc *p, struct sbx
         if (!p->cwd)
                 return sbx_error_set(err, ENOMEM, "copy cwd");
         p->is_exec = spec->is_exec;
+        p->listed = !spec->is_exec;
         for (int i = 0; i < 2; i++) {
                 if (spec->is_exec)
                         buf_init(&p->out[i].kept, spec->max_output);
@@ -377,6 +378,9 @@ void proc_forget(struct init_ctx *ctx, struct proc *p)
                 if (p->waiters == c) /* conn_reply always unholds; be sure */
                         conn_unhold(c);
         }
+        if (p->answer_conn)
+                p->answer_conn->answer_of = NULL;
+        p->answer_conn = NULL;
         proc_release(ctx, p);
         if (p->prev)
                 p->prev->next = p->next;
@@ -443,7 +447,7 @@ static void proc_trim_exited(struct init_ctx *ctx)
                 unsigned n = 0;
                 uint64_t bytes = 0;
                 for (struct proc *p = ctx->procs_head; p; p = p->next) {
-                        if (p->is_exec || !p->exited)
+                        if (!p->listed || !p->exited)
                                 continue;
                         n++;
                         bytes += proc_retained(p);
@@ -454,6 +458,24 @@ static void proc_trim_exited(struct init_ctx *ctx)
                         return;
                 proc_forget(ctx, oldest);
         }
+}
+
+void proc_exec_answered(struct init_ctx *ctx, struct proc *p, bool delivered)
+{
+        if (p->answer_conn)
+                p->answer_conn->answer_of = NULL;
+        p->answer_conn = NULL;
+        if (p->dead || p->listed)
+                return;
+        if (delivered) {
+                proc_forget(ctx, p); /* a finished exec is not kept */
+                return;
+        }
+        /* Nobody holds the result any more: keep it where a restarted
+         * daemon (or one that gave up waiting) can find it. */
+        p->listed = true;
+        if (p->exited)
+                proc_trim_exited(ctx);
 }
 
 /* --------------------------------------------------------------- output */
@@ -470,6 +492,24 @@ static void stream_feed(struct proc *p, struct stream *s, const uint8_t *d, size
                 take = 0; /* out of memory: what we cannot keep counts as cut */
         if (take < n)
                 s->truncated = true;
+}
+
+uint64_t stream_start(const struct stream *s)
+{
+        return s->ring.data ? ring_start(&s->ring) : 0;
+}
+
+uint64_t stream_total(const struct stream *s)
+{
+        return s->ring.data ? s->ring.total : s->kept.len;
+}
+
+void stream_copy(const struct stream *s, uint64_t from, size_t len, uint8_t *out)
+{
+        if (s->ring.data)
+                ring_copy(&s->ring, from, len, out);
+        else if (len)
+                memcpy(out, s->kept.data + from, len);
 }
 
 /* Read what the pipe holds now, up to budget bytes. True when anything
@@ -502,7 +542,7 @@ void proc_on_stream(struct init_ctx *ctx, struct proc *p, int index)
 {
         if (p->dead)
                 return;
-        if (stream_read(ctx, p, index, READ_BUDGET) && !p->is_exec) {
+        if (stream_read(ctx, p, index, READ_BUDGET) && p->listed) {
                 handlers_proc_changed(ctx, p);
                 if (p->exited) /* a background child still writes */
                         proc_trim_exited(ctx);

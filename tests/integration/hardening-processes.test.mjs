@@ -30,6 +30,41 @@ async function waitExit(name, id) {
   return ch;
 }
 
+test("an exec running when the daemon is SIGKILLed is kept: listed with its exit code, output pollable", async () => {
+  const command = ["/bin/sh", "-c", "echo started; sleep 3; echo out; echo err >&2; exit 3"];
+  await c.attach("orphan");
+  // The answer never comes: the daemon dies under it.
+  const lost = c.data("orphan", "POST", "/exec", { command }).then(
+    (r) => ({ answered: r.status }),
+    (e) => ({ failed: e }),
+  );
+  await sleep(1000);
+  await d.restart("SIGKILL");
+  const first = await lost;
+  assert.ok(first.failed, `the exec was answered: ${JSON.stringify(first)}`);
+
+  const rec = await until(async () => {
+    const r = await c.data("orphan", "GET", "/processes");
+    assert.equal(r.status, 200);
+    return r.body.processes.find((p) => JSON.stringify(p.command) === JSON.stringify(command) && p.state === "exited");
+  }, 30000);
+  assert.equal(rec.exec, true);
+  assert.equal(rec.exitCode, 3);
+  assert.equal(rec.timedOut, false);
+  assert.equal(rec.truncated, false);
+  assert.ok(Date.parse(rec.startedAt) && Date.parse(rec.exitedAt));
+  const out = await poll("orphan", rec.processId);
+  assert.equal(out.stdout, "started\nout\n");
+  assert.equal(out.stderr, "err\n");
+  assert.equal(out.stdoutDropped, 0);
+  assert.equal(out.exitCode, 3);
+  assert.equal((await c.data("orphan", "DELETE", `/processes/${rec.processId}`)).status, 204);
+  assert.equal((await c.data("orphan", "GET", `/processes/${rec.processId}`)).status, 404);
+  // An exec whose answer was delivered is not listed.
+  await c.exec("orphan", ["true"]);
+  assert.equal((await c.data("orphan", "GET", "/processes")).body.processes.length, 0);
+});
+
 test("exited processes do not hold slots: 100 never-killed spawns succeed, the oldest exited are forgotten", async () => {
   const ids = [];
   for (let i = 0; i < 100; i++) {

@@ -738,7 +738,7 @@ static void test_held_does_not_block(void **state)
         assert_int_equal(agent_ping(dir, 1000, &err), 0);
         assert_true(elapsed_ms(t0) < 300);
 
-        /* a held exec whose client leaves keeps running, then is forgotten */
+        /* a held exec whose client leaves keeps running (and is listed) */
         assert_int_equal(agent_connect(dir, &fd2, &err), 0);
         agent_msg_init(&m, AGENT_REQ_EXEC);
         agent_put_str(&m, AGENT_T_ARGV, "sleep");
@@ -764,6 +764,101 @@ static void test_held_does_not_block(void **state)
         free(payload);
         agent_msg_free(&m);
         close(fd);
+        kill_all();
+}
+
+/* Send an EXEC of argv (in the test's directory) on a connection of its own
+ * and return that connection without reading the answer. */
+static int exec_unread(const char *const *argv)
+{
+        struct sbx_error err = {0};
+        struct agent_msg m;
+        int fd = -1;
+
+        assert_int_equal(agent_connect(dir, &fd, &err), 0);
+        agent_msg_init(&m, AGENT_REQ_EXEC);
+        for (size_t i = 0; argv[i]; i++)
+                agent_put_str(&m, AGENT_T_ARGV, argv[i]);
+        agent_put_str(&m, AGENT_T_CWD, dir);
+        assert_int_equal(agent_msg_send(fd, &m), 0);
+        agent_msg_free(&m);
+        return fd;
+}
+
+/* The one process listed, which must be an exec record. */
+static char *only_exec_record(struct agent_proc_list *l)
+{
+        struct sbx_error err = {0};
+        assert_int_equal(agent_list(dir, l, &err), 0);
+        assert_int_equal(l->n, 1);
+        assert_true(l->procs[0].exec);
+        return strdup(l->procs[0].id);
+}
+
+static void test_exec_lost(void **state)
+{
+        struct agent_proc_list l = {0};
+        struct agent_poll_result p = {0};
+        struct sbx_error err = {0};
+
+        kill_all();
+        /* the requester goes away while the command runs: its record is
+         * listed (running, then exited) with the output an answer holds */
+        int fd = exec_unread(CMD("sh", "-c", "echo a; sleep 0.5; echo b >&2; exit 4"));
+        msleep(100);
+        close(fd);
+        msleep(100);
+        char *id = only_exec_record(&l);
+        assert_false(l.procs[0].exited);
+        assert_string_equal(l.procs[0].argv[0], "sh");
+        agent_proc_list_free(&l);
+        wait_exit(id, &p);
+        assert_true(p.status.exec);
+        assert_int_equal(p.status.exit_code, 4);
+        assert_false(p.status.timed_out);
+        assert_false(p.status.truncated);
+        assert_string_equal(p.out, "a\n");
+        assert_string_equal(p.err, "b\n");
+        assert_int_equal(p.out_next, 2);
+        agent_poll_result_free(&p);
+        /* offsets work as for any process */
+        poll_ok(id, 1, 2, 0, &p);
+        assert_string_equal(p.out, "\n");
+        assert_string_equal(p.err, "");
+        agent_poll_result_free(&p);
+        assert_int_equal(agent_kill(dir, id, &err), 0);
+        assert_false(known(id));
+        free(id);
+
+        /* the command ended but its answer (2 MiB, more than the socket
+         * holds) was not read when the requester left */
+        fd = exec_unread(CMD("sh", "-c", "head -c 3000000 /dev/zero; echo e >&2"));
+        msleep(500);
+        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(l.n, 0); /* not listed while its answer is being written */
+        agent_proc_list_free(&l);
+        close(fd);
+        msleep(100);
+        id = only_exec_record(&l);
+        assert_true(l.procs[0].exited);
+        assert_true(l.procs[0].truncated);
+        agent_proc_list_free(&l);
+        poll_ok(id, 0, 0, 0, &p);
+        assert_int_equal(p.out_len, 1u << 20);
+        assert_int_equal(p.out_next, 1u << 20);
+        assert_string_equal(p.err, "e\n");
+        assert_int_equal(p.status.exit_code, 0);
+        agent_poll_result_free(&p);
+        free(id);
+        kill_all();
+
+        /* an answer read in full leaves nothing behind */
+        struct agent_cmd t = cmd(CMD("true"));
+        struct agent_exec_result r = exec_ok(&t, 1000);
+        agent_exec_result_free(&r);
+        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(l.n, 0);
+        agent_proc_list_free(&l);
 }
 
 static void test_protocol_errors(void **state)
@@ -1099,6 +1194,7 @@ int main(int argc, char **argv)
             cmocka_unit_test(test_exited_bounded),
             cmocka_unit_test(test_stdin),
             cmocka_unit_test(test_held_does_not_block),
+            cmocka_unit_test(test_exec_lost),
             cmocka_unit_test(test_protocol_errors),
             cmocka_unit_test(test_many_connections),
             cmocka_unit_test(test_root),

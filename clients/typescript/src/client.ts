@@ -767,6 +767,11 @@ function toStatus(body: unknown): ProcessStatus {
   const exitedAt = field(body, "exitedAt");
   if (typeof exitCode === "number") status.exitCode = exitCode;
   if (typeof exitedAt === "string") status.exitedAt = exitedAt;
+  if (field(body, "exec") === true) {
+    status.exec = true;
+    status.timedOut = field(body, "timedOut") === true;
+    status.truncated = field(body, "truncated") === true;
+  }
   return status;
 }
 

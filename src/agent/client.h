@@ -12,6 +12,7 @@
  *     AGENT_E_NOT_FOUND -> -ENOENT     (404 not_found)
  *     AGENT_E_CAP       -> -EDQUOT     (402 cap_reached)
  *     AGENT_E_STATE     -> -EBUSY      (409 invalid_state)
+ *     AGENT_E_TIMEOUT   -> -ETIME      (408 timeout: stdin not taken in time)
  *     AGENT_E_INTERNAL  -> -EREMOTEIO  (500; also any unknown code)
  *
  *   The agent could not be reached or did not answer properly (the sandbox
@@ -132,7 +133,10 @@ int agent_kill(const char *dir, const char *proc_id, struct sbx_error *err);
 /* An O_PATH fd of the sandbox's "/" (from sandbox-init, over SCM_RIGHTS). */
 int agent_root(const char *dir, int *ret_fd, struct sbx_error *err);
 /* Answers once all of data is in the process's stdin pipe; close: close it
- * afterwards. timeout_ms < 0: no limit. Data still queued when the call
- * times out stays queued in the agent. */
+ * afterwards. timeout_ms > 0: the agent gives up when the process has not
+ * taken it all by then: -ETIME, *ret_written (may be NULL) the bytes of
+ * data written, the rest discarded and stdin left open. <= 0: no limit.
+ * Nothing of data stays queued in the agent once the call returns, however
+ * it ends. One write at a time: another pending one is -EBUSY. */
 int agent_stdin(const char *dir, const char *proc_id, const void *data, size_t len, bool close,
-                int timeout_ms, struct sbx_error *err);
+                int timeout_ms, uint64_t *ret_written, struct sbx_error *err);

@@ -14,6 +14,8 @@
 #define MAX_ARGS 4096
 #define MAX_ENV 4096
 #define MAX_ARG_BYTES (256u << 10)
+/* How long a stdin write waits for the process to take its bytes. */
+#define STDIN_TIMEOUT_MS 10000
 
 static void no_content(struct api_resp *resp)
 {
@@ -406,8 +408,17 @@ static void handle_stdin(struct api *a, struct api_req *req, struct sandbox *sb,
                 }
         }
         struct sbx_error err = { 0 };
+        uint64_t written = 0;
         int r = agent_stdin(mgr_sandbox_dir(sb), id, req->body.data, req->body.len, close_it,
-                            60000, &err);
+                            STDIN_TIMEOUT_MS, &written, &err);
+        if (r == -ETIME) {
+                /* The first `written` bytes reached the process, the rest was
+                 * dropped: the client can resume from there. */
+                api_json(resp, 408,
+                         json_pack("{s:{s:s,s:s,s:I}}", "error", "code", "timeout", "message",
+                                   err.msg, "written", (json_int_t)written));
+                return;
+        }
         if (r < 0)
                 agent_failure(sb, r, &err, resp);
         else

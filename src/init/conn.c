@@ -42,6 +42,9 @@ static void conn_close(struct init_ctx *ctx, struct conn *c)
         /* An exec still running, or whose answer is not all out: its
          * requester is gone, so its result is kept (proto.h). */
         struct proc *lost = c->held == HELD_EXEC ? c->held_proc : c->answer_of;
+        /* A write to stdin nobody waits for any more: drop its rest. */
+        if (c->held == HELD_STDIN && c->held_proc)
+                proc_stdin_abandon(ctx, c->held_proc, c);
         conn_unhold(c);
         loop_unwatch(ctx, c->fd);
         close(c->fd);

@@ -312,6 +312,32 @@ void handlers_poll_expired(struct init_ctx *ctx, struct conn *c)
                 reply_poll(ctx, c, c->held_proc, c->poll_from);
 }
 
+void handlers_stdin_expired(struct init_ctx *ctx, struct conn *c)
+{
+        struct proc *p = c->held_proc;
+        struct agent_msg m;
+        char msg[256];
+        int r;
+
+        if (c->held != HELD_STDIN || !p)
+                return;
+        uint64_t total = c->stdin_target - c->stdin_start;
+        uint64_t written = proc_stdin_abandon(ctx, p, c);
+        snprintf(msg, sizeof(msg),
+                 "%s took %llu of %llu bytes of stdin in time; the rest was discarded", p->id,
+                 (unsigned long long)written, (unsigned long long)total);
+        agent_msg_init(&m, AGENT_RESP_ERR);
+        if ((r = agent_put_u64(&m, AGENT_T_ERR_CODE, AGENT_E_TIMEOUT)) >= 0 &&
+            (r = agent_put_str(&m, AGENT_T_MESSAGE, msg)) >= 0)
+                r = agent_put_u64(&m, AGENT_T_WRITTEN, written);
+        if (r < 0)
+                conn_reply_err(ctx, c, AGENT_E_INTERNAL, "cannot build the answer: %s",
+                               strerror(-r));
+        else
+                conn_reply(ctx, c, &m);
+        agent_msg_free(&m);
+}
+
 void handlers_proc_exited(struct init_ctx *ctx, struct proc *p)
 {
         if (p->listed) {
@@ -597,6 +623,16 @@ static void handle_stdin(struct init_ctx *ctx, struct conn *c, struct req *rq)
                 conn_reply_err(ctx, c, AGENT_E_STATE, "stdin of %s is not open", p->id);
                 return;
         }
+        /* One write at a time: two concurrent writes have no order anyway,
+         * and a timed-out one can then drop exactly its own rest. */
+        for (struct conn *w = p->waiters; w; w = w->wnext) {
+                if (w->held == HELD_STDIN) {
+                        conn_reply_err(ctx, c, AGENT_E_STATE,
+                                       "another write to the stdin of %s is still pending", p->id);
+                        return;
+                }
+        }
+        uint64_t start = p->in_queued;
         int r = proc_stdin_queue(ctx, p, rq->data, rq->data_len, rq->close, &target);
         if (r == -E2BIG) {
                 conn_reply_err(ctx, c, AGENT_E_INVALID,
@@ -608,8 +644,13 @@ static void handle_stdin(struct init_ctx *ctx, struct conn *c, struct req *rq)
                 conn_reply_err(ctx, c, AGENT_E_INTERNAL, "stdin: %s", strerror(-r));
                 return;
         }
+        c->stdin_start = start;
         c->stdin_target = target;
-        conn_hold(c, p, HELD_STDIN); /* answered once written (or on EPIPE) */
+        c->deadline_us =
+            rq->timeout_ms
+                ? mono_us() + (int64_t)MIN(rq->timeout_ms, (uint64_t)MAX_TIMEOUT_MS) * 1000
+                : 0;
+        conn_hold(c, p, HELD_STDIN); /* answered once written (EPIPE, deadline) */
         proc_stdin_flush(ctx, p);
 }
 

@@ -64,10 +64,10 @@ struct conn {
         enum held_kind held;
         struct proc *held_proc;
         struct conn *wnext, *wprev; /* in held_proc->waiters */
-        int64_t deadline_us;        /* HELD_POLL; CLOCK_MONOTONIC */
+        int64_t deadline_us;        /* HELD_POLL, HELD_STDIN (0: none); CLOCK_MONOTONIC */
         uint64_t poll_from[2];
-        uint64_t stdin_target;
-        struct proc *answer_of; /* the exec whose answer is in out */
+        uint64_t stdin_start, stdin_target; /* the write's bytes: [start, target) of in_queued */
+        struct proc *answer_of;             /* the exec whose answer is in out */
 
         struct conn *rnext; /* in ctx->ready */
         bool in_ready;
@@ -179,6 +179,8 @@ void handle_request(struct init_ctx *ctx, struct conn *c, uint16_t type, const u
 void handlers_proc_changed(struct init_ctx *ctx, struct proc *p);
 /* A held poll whose wait ran out. */
 void handlers_poll_expired(struct init_ctx *ctx, struct conn *c);
+/* A held stdin write whose deadline passed: answered TIMEOUT. */
+void handlers_stdin_expired(struct init_ctx *ctx, struct conn *c);
 /* p exited: answer its waiters; an exec is then forgotten. */
 void handlers_proc_exited(struct init_ctx *ctx, struct proc *p);
 
@@ -208,6 +210,9 @@ void proc_check_deadlines(struct init_ctx *ctx, int64_t now_us);
 int proc_stdin_queue(struct init_ctx *ctx, struct proc *p, const void *data, size_t len,
                      bool close_after, uint64_t *ret_target);
 void proc_stdin_flush(struct init_ctx *ctx, struct proc *p);
+/* The write held on c gives up: what of it is not in the pipe yet is
+ * dropped, its close with it. Returns how many of its bytes were written. */
+uint64_t proc_stdin_abandon(struct init_ctx *ctx, struct proc *p, const struct conn *c);
 void proc_on_stdin(struct init_ctx *ctx, struct proc *p);
 
 /* ---- main.c ---- */

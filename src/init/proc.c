@@ -701,6 +701,21 @@ void proc_stdin_flush(struct init_ctx *ctx, struct proc *p)
         stdin_answer(ctx, p, 0);
 }
 
+uint64_t proc_stdin_abandon(struct init_ctx *ctx, struct proc *p, const struct conn *c)
+{
+        uint64_t written = MIN(p->in_written, c->stdin_target);
+
+        written = written > c->stdin_start ? written - c->stdin_start : 0;
+        if (p->in_written >= c->stdin_target)
+                return written; /* all of it is in: nothing to drop */
+        /* One write at a time (handlers.c): all that is queued is this one's. */
+        p->in_q.len = p->in_qoff = 0;
+        p->in_queued = p->in_written;
+        p->in_close_requested = false;
+        proc_stdin_flush(ctx, p); /* stop watching the pipe */
+        return written;
+}
+
 void proc_on_stdin(struct init_ctx *ctx, struct proc *p)
 {
         if (!p->dead)

@@ -96,6 +96,30 @@ test("exited processes do not hold slots: 100 never-killed spawns succeed, the o
   assert.equal((await spawn("slots", ["true"])).state, "running");
 });
 
+test("a stdin write nobody reads: 408 timeout with the bytes written, the rest discarded; a second write meanwhile gets 409", async () => {
+  // Reads nothing until /tmp/go exists, then counts what its stdin holds.
+  const proc = await spawn("stdin", ["/bin/sh", "-c", "while [ ! -e /tmp/go ]; do sleep 0.1; done; exec wc -c"], { stdin: true });
+  const big = Buffer.alloc(1 << 20, 0x61);
+  const first = c.data("stdin", "POST", `/processes/${proc.processId}/stdin`, big, true);
+  await sleep(1000);
+  const second = await c.data("stdin", "POST", `/processes/${proc.processId}/stdin`, "x", true);
+  assert.equal(second.status, 409, JSON.stringify(second.body));
+  assert.equal(second.body.error.code, "invalid_state");
+  const r = await first;
+  assert.equal(r.status, 408, JSON.stringify(r.body));
+  assert.equal(r.body.error.code, "timeout");
+  const written = r.body.error.written;
+  assert.ok(Number.isInteger(written) && written >= 0 && written < big.length, `written ${written}`);
+
+  // Nothing of the rest reaches the process later: it reads exactly `written`.
+  await c.sh("stdin", "touch /tmp/go");
+  const close = await c.data("stdin", "POST", `/processes/${proc.processId}/stdin?close=true`, "", true);
+  assert.equal(close.status, 204, JSON.stringify(close.body));
+  const ch = await waitExit("stdin", proc.processId);
+  assert.equal(ch.exitCode, 0);
+  assert.equal(Number(ch.stdout.trim()), written);
+});
+
 test("a process id with a NUL or a slash never lists processes", async () => {
   const proc = await spawn("ids", ["/bin/sleep", "30"]);
   for (const path of ["/processes/%00", "/processes%00", "/processes/%2F", "/processes/", `/processes/${proc.processId}%00`]) {

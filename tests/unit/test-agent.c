@@ -669,16 +669,16 @@ static void test_stdin(void **state)
         struct agent_poll_result p = {0};
         struct sbx_error err = {0};
 
-        assert_int_equal(agent_stdin(dir, id, "hello\n", 6, false, 5000, &err), 0);
+        assert_int_equal(agent_stdin(dir, id, "hello\n", 6, false, 5000, NULL, &err), 0);
         poll_ok(id, 0, 0, 5000, &p);
         assert_string_equal(p.out, "hello\n");
         agent_poll_result_free(&p);
-        assert_int_equal(agent_stdin(dir, id, "bye", 3, true, 5000, &err), 0);
+        assert_int_equal(agent_stdin(dir, id, "bye", 3, true, 5000, NULL, &err), 0);
         wait_exit(id, &p);
         assert_int_equal(p.status.exit_code, 0);
         assert_string_equal(p.out, "hello\nbye");
         agent_poll_result_free(&p);
-        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 5000, &err), -EBUSY);
+        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 5000, NULL, &err), -EBUSY);
         kill_all();
         free(id);
 
@@ -690,7 +690,7 @@ static void test_stdin(void **state)
         c = cmd(CMD("sh", "-c", "wc -c"));
         c.stdin_pipe = true;
         id = spawn_ok(&c);
-        assert_int_equal(agent_stdin(dir, id, data, big, true, 10000, &err), 0);
+        assert_int_equal(agent_stdin(dir, id, data, big, true, 10000, NULL, &err), 0);
         wait_exit(id, &p);
         assert_int_equal(atoi(p.out), (int)big);
         agent_poll_result_free(&p);
@@ -701,7 +701,7 @@ static void test_stdin(void **state)
         /* without a stdin pipe */
         c = cmd(CMD("sleep", "100"));
         id = spawn_ok(&c);
-        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 5000, &err), -EBUSY);
+        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 5000, NULL, &err), -EBUSY);
         kill_all();
         free(id);
 
@@ -711,10 +711,60 @@ static void test_stdin(void **state)
         id = spawn_ok(&c);
         wait_exit(id, &p);
         agent_poll_result_free(&p);
-        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 5000, &err), -EBUSY);
+        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 5000, NULL, &err), -EBUSY);
         assert_non_null(strstr(err.msg, "Broken pipe"));
         kill_all();
         free(id);
+}
+
+static void test_stdin_timeout(void **state)
+{
+        /* reads nothing until ./go exists, then counts its stdin */
+        struct agent_cmd c =
+            cmd(CMD("sh", "-c", "while [ ! -e go ]; do sleep 0.05; done; exec wc -c"));
+        struct agent_poll_result p = {0};
+        struct sbx_error err = {0};
+        size_t big = 1u << 20;
+        uint64_t written = 0, w2 = 0;
+        char *data = malloc(big);
+
+        assert_non_null(data);
+        memset(data, 'q', big);
+        c.stdin_pipe = true;
+        char *id = spawn_ok(&c);
+
+        /* the write gives up at its deadline and says how far it got */
+        assert_int_equal(agent_stdin(dir, id, data, big, true, 300, &written, &err), -ETIME);
+        assert_true(written < big);
+        assert_non_null(strstr(err.msg, "discarded"));
+
+        /* one write at a time: a second one while another waits is refused */
+        int fd = -1;
+        struct agent_msg m;
+        assert_int_equal(agent_connect(dir, &fd, &err), 0);
+        agent_msg_init(&m, AGENT_REQ_STDIN);
+        agent_put_str(&m, AGENT_T_PROC_ID, id);
+        agent_put_bytes(&m, AGENT_T_DATA, data, 100000);
+        assert_int_equal(agent_msg_send(fd, &m), 0);
+        agent_msg_free(&m);
+        msleep(100);
+        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 1000, &w2, &err), -EBUSY);
+        assert_non_null(strstr(err.msg, "pending"));
+        /* its requester leaves: what it had queued goes too */
+        close(fd);
+        msleep(100);
+
+        struct agent_cmd go = cmd(CMD("touch", "go"));
+        struct agent_exec_result r = exec_ok(&go, 5000);
+        agent_exec_result_free(&r);
+        assert_int_equal(agent_stdin(dir, id, "", 0, true, 5000, &w2, &err), 0);
+        wait_exit(id, &p);
+        assert_int_equal(p.status.exit_code, 0);
+        assert_int_equal(strtoull(p.out, NULL, 10), written); /* not a byte more */
+        agent_poll_result_free(&p);
+        free(id);
+        free(data);
+        kill_all();
 }
 
 static void test_held_does_not_block(void **state)
@@ -1193,6 +1243,7 @@ int main(int argc, char **argv)
             cmocka_unit_test(test_cap),
             cmocka_unit_test(test_exited_bounded),
             cmocka_unit_test(test_stdin),
+            cmocka_unit_test(test_stdin_timeout),
             cmocka_unit_test(test_held_does_not_block),
             cmocka_unit_test(test_exec_lost),
             cmocka_unit_test(test_protocol_errors),

@@ -233,7 +233,11 @@ export class SandboxClient {
     await this.#data(name, (ep) => bareSpec("DELETE", `${ep}/processes/${id}`), discard);
   }
 
-  /** Writes to the stdin of a process spawned with `stdin: true`; `close` ends it. */
+  /**
+   * Writes to the stdin of a process spawned with `stdin: true`; `close` ends it.
+   * A process that does not take all of `data` within 10 s: 408 `timeout`,
+   * with `written` on the error (the rest was discarded; stdin stays open).
+   */
   async stdin(name: string, processId: string, data: string | Uint8Array, options: StdinOptions = {}): Promise<void> {
     const id = checkProcessId(processId);
     const bytes = typeof data === "string" ? encoder.encode(data) : data;
@@ -626,17 +630,20 @@ async function toRequestError(res: Response): Promise<SandboxRequestError> {
   const text = await res.text();
   let code = "";
   let message = "";
+  let written: number | undefined;
   try {
     const err = field(JSON.parse(text), "error");
     code = str(field(err, "code"));
     message = str(field(err, "message"));
+    const w = field(err, "written");
+    if (typeof w === "number" && Number.isSafeInteger(w) && w >= 0) written = w;
   } catch {
     // Not our error body (a proxy's page, say): keep the status alone.
   }
   if (!code) code = `http_${res.status}`;
   if (!message) message = `HTTP ${res.status}${res.statusText ? ` ${res.statusText}` : ""}`;
   if (res.status === 409 && code === "not_enabled") return new SandboxNotEnabledError(message);
-  return new SandboxRequestError(res.status, code, message);
+  return new SandboxRequestError(res.status, code, message, written);
 }
 
 function badResponse(what: string): SandboxRequestError {

@@ -10,7 +10,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -75,10 +74,12 @@ int agent_signal_from_name(const char *name)
         };
         if (!name)
                 return -EINVAL;
-        if (strncasecmp(name, "SIG", 3) == 0)
+        /* Upper case only, as the documented client's Signal type spells
+         * them: "term" is refused rather than guessed at. */
+        if (strncmp(name, "SIG", 3) == 0)
                 name += 3;
         for (size_t i = 0; i < ARRAY_SIZE(table); i++)
-                if (strcasecmp(name, table[i].name) == 0)
+                if (strcmp(name, table[i].name) == 0)
                         return table[i].sig;
         return -EINVAL;
 }
@@ -211,6 +212,8 @@ static int map_agent_err(uint64_t code)
                 return EDQUOT;
         case AGENT_E_STATE:
                 return EBUSY;
+        case AGENT_E_TIMEOUT:
+                return ETIME;
         default:
                 return EREMOTEIO;
         }
@@ -255,8 +258,9 @@ static int transport_error(struct sbx_error *err, int r, const char *what)
         }
 }
 
-int agent_call(int fd, const struct agent_msg *req, int timeout_ms, uint8_t **ret_payload,
-               uint32_t *ret_len, struct sbx_error *err)
+/* Send req, read the answer whole: its type (OK or ERR) and payload. */
+static int exchange(int fd, const struct agent_msg *req, int timeout_ms, uint16_t *ret_type,
+                    uint8_t **ret_payload, uint32_t *ret_len, struct sbx_error *err)
 {
         int64_t deadline = timeout_ms < 0 ? -1 : mono_ms() + timeout_ms;
         uint8_t head[AGENT_HEADER_SIZE];
@@ -278,6 +282,21 @@ int agent_call(int fd, const struct agent_msg *req, int timeout_ms, uint8_t **re
                 return transport_error(err, -ENOMEM, "a request");
         if (len && (r = recv_full(fd, payload, len, deadline)) < 0)
                 return transport_error(err, r, "a request");
+        *ret_type = type;
+        *ret_payload = TAKE_PTR(payload);
+        *ret_len = len;
+        return 0;
+}
+
+int agent_call(int fd, const struct agent_msg *req, int timeout_ms, uint8_t **ret_payload,
+               uint32_t *ret_len, struct sbx_error *err)
+{
+        _cleanup_free_ uint8_t *payload = NULL;
+        uint16_t type;
+        uint32_t len;
+        int r = exchange(fd, req, timeout_ms, &type, &payload, &len, err);
+        if (r < 0)
+                return r;
         if (type == AGENT_RESP_ERR)
                 return decode_agent_err(payload, len, err);
         *ret_payload = TAKE_PTR(payload);
@@ -342,6 +361,15 @@ static int status_field(struct agent_proc_status *st, const struct agent_field *
                 return r < 0 ? r : 1;
         case AGENT_T_ARGV:
                 r = status_add_argv(st, f);
+                return r < 0 ? r : 1;
+        case AGENT_T_EXEC:
+                r = agent_field_bool(f, &st->exec);
+                return r < 0 ? r : 1;
+        case AGENT_T_TIMED_OUT:
+                r = agent_field_bool(f, &st->timed_out);
+                return r < 0 ? r : 1;
+        case AGENT_T_TRUNCATED:
+                r = agent_field_bool(f, &st->truncated);
                 return r < 0 ? r : 1;
         case AGENT_T_STATE:
         case AGENT_T_EXIT_CODE:
@@ -684,19 +712,49 @@ int agent_kill(const char *dir, const char *proc_id, struct sbx_error *err)
 }
 
 int agent_stdin(const char *dir, const char *proc_id, const void *data, size_t len, bool close,
-                int timeout_ms, struct sbx_error *err)
+                int timeout_ms, uint64_t *ret_written, struct sbx_error *err)
 {
+        _cleanup_free_ uint8_t *payload = NULL;
+        _cleanup_close_ int fd = -1;
         struct agent_msg m;
+        struct agent_field f;
+        uint64_t written = 0;
+        uint16_t type;
+        uint32_t plen;
         int r;
 
         agent_msg_init(&m, AGENT_REQ_STDIN);
         if ((r = put_id(&m, proc_id)) < 0 ||
             (r = agent_put_bytes(&m, AGENT_T_DATA, data, len)) < 0 ||
-            (close && (r = agent_put_bool(&m, AGENT_T_CLOSE, true)) < 0)) {
+            (close && (r = agent_put_bool(&m, AGENT_T_CLOSE, true)) < 0) ||
+            (timeout_ms > 0 &&
+             (r = agent_put_u64(&m, AGENT_T_TIMEOUT_MS, (uint64_t)timeout_ms)) < 0)) {
                 agent_msg_free(&m);
                 return build_error(err, r, "stdin");
         }
-        return simple_call(dir, &m, timeout_ms, err);
+        r = agent_connect(dir, &fd, err);
+        if (r >= 0)
+                r = exchange(fd, &m, timeout_ms > 0 ? timeout_ms + AGENT_CALL_SLACK_MS : -1, &type,
+                             &payload, &plen, err);
+        agent_msg_free(&m);
+        if (r < 0)
+                return r;
+        if (type == AGENT_RESP_OK) {
+                if (ret_written)
+                        *ret_written = len;
+                return 0;
+        }
+        r = decode_agent_err(payload, plen, err);
+        if (r != -ETIME)
+                return r;
+        /* Timed out: how much of data reached the pipe (never more than
+         * was sent, whatever the agent claims). */
+        if (agent_find(payload, plen, AGENT_T_WRITTEN, &f) != 1 ||
+            agent_field_u64(&f, &written) < 0)
+                return transport_error(err, -EPROTO, "stdin");
+        if (ret_written)
+                *ret_written = MIN(written, (uint64_t)len);
+        return r;
 }
 
 int agent_root(const char *dir, int *ret_fd, struct sbx_error *err)

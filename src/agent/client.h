@@ -12,6 +12,7 @@
  *     AGENT_E_NOT_FOUND -> -ENOENT     (404 not_found)
  *     AGENT_E_CAP       -> -EDQUOT     (402 cap_reached)
  *     AGENT_E_STATE     -> -EBUSY      (409 invalid_state)
+ *     AGENT_E_TIMEOUT   -> -ETIME      (408 timeout: stdin not taken in time)
  *     AGENT_E_INTERNAL  -> -EREMOTEIO  (500; also any unknown code)
  *
  *   The agent could not be reached or did not answer properly (the sandbox
@@ -72,6 +73,11 @@ struct agent_proc_status {
         int exit_code;      /* only when exited */
         int64_t started_at; /* ms since the epoch */
         int64_t exited_at;  /* ms since the epoch; 0 while running */
+        /* The record of an exec whose answer was lost (its requester went
+         * away first), with the flags that answer would have carried. */
+        bool exec;
+        bool timed_out;
+        bool truncated;
 };
 
 struct agent_poll_result {
@@ -94,8 +100,9 @@ void agent_proc_status_free(struct agent_proc_status *s);
 void agent_poll_result_free(struct agent_poll_result *r);
 void agent_proc_list_free(struct agent_proc_list *l);
 
-/* "TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2" (an optional "SIG"
- * prefix is accepted) -> the signal number; -EINVAL for anything else. */
+/* "TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2", upper case, with
+ * an optional "SIG" prefix ("SIGTERM") -> the signal number; -EINVAL for
+ * anything else, lower or mixed case included. */
 int agent_signal_from_name(const char *name);
 
 /* Connect to <sandbox_dir>/agent.sock. The directory path may be longer
@@ -126,7 +133,10 @@ int agent_kill(const char *dir, const char *proc_id, struct sbx_error *err);
 /* An O_PATH fd of the sandbox's "/" (from sandbox-init, over SCM_RIGHTS). */
 int agent_root(const char *dir, int *ret_fd, struct sbx_error *err);
 /* Answers once all of data is in the process's stdin pipe; close: close it
- * afterwards. timeout_ms < 0: no limit. Data still queued when the call
- * times out stays queued in the agent. */
+ * afterwards. timeout_ms > 0: the agent gives up when the process has not
+ * taken it all by then: -ETIME, *ret_written (may be NULL) the bytes of
+ * data written, the rest discarded and stdin left open. <= 0: no limit.
+ * Nothing of data stays queued in the agent once the call returns, however
+ * it ends. One write at a time: another pending one is -EBUSY. */
 int agent_stdin(const char *dir, const char *proc_id, const void *data, size_t len, bool close,
-                int timeout_ms, struct sbx_error *err);
+                int timeout_ms, uint64_t *ret_written, struct sbx_error *err);

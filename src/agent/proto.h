@@ -31,9 +31,11 @@
 #define AGENT_MAX_FIELDS 65536
 
 /* Limits the agent enforces (also documented in the API). */
-#define AGENT_MAX_PROCS 64                 /* spawned + running execs */
-#define AGENT_RING_SIZE (1u << 20)         /* newest bytes kept per stream */
-#define AGENT_EXEC_MAX_OUTPUT (1u << 20)   /* exec: bytes kept per stream */
+#define AGENT_MAX_PROCS 64                  /* running: spawned + execs */
+#define AGENT_MAX_EXITED 64                 /* exited records kept (oldest go first) */
+#define AGENT_EXITED_OUTPUT_MAX (64u << 20) /* ... and their output, in total */
+#define AGENT_RING_SIZE (1u << 20)          /* newest bytes kept per stream */
+#define AGENT_EXEC_MAX_OUTPUT (1u << 20)    /* exec: bytes kept per stream */
 #define AGENT_MAX_WAIT_MS 30000
 #define AGENT_MAX_ARGV 4096
 #define AGENT_MAX_ENV 4096
@@ -47,7 +49,8 @@ enum agent_msg_type {
         AGENT_REQ_LIST = 5,   /* {} -> OK {PROC*} (each PROC a nested process status) */
         AGENT_REQ_SIGNAL = 6, /* {PROC_ID, SIGNAL} -> OK {} ; signal goes to the process group */
         AGENT_REQ_KILL = 7,   /* {PROC_ID} -> OK {} ; SIGKILL the group if running, then forget */
-        AGENT_REQ_STDIN = 8,  /* {PROC_ID, DATA?, CLOSE?} -> OK {} once DATA is written */
+        AGENT_REQ_STDIN = 8,  /* {PROC_ID, DATA?, CLOSE?, TIMEOUT_MS?} -> OK {} once DATA is
+                               * written; see "stdin" below */
         AGENT_REQ_ROOT = 9,   /* {} -> OK {} carrying, as SCM_RIGHTS, an O_PATH fd of the
                                * sandbox's "/" (the daemon's native file endpoints
                                * resolve paths beneath it) */
@@ -87,6 +90,8 @@ enum agent_tag {
         AGENT_T_STDERR_DROPPED = 32, /* u64 */
         AGENT_T_PROC = 33,        /* nested payload: a process status */
         AGENT_T_VERSION = 34,     /* string */
+        AGENT_T_EXEC = 35,        /* bool: a process status is an exec's record */
+        AGENT_T_WRITTEN = 36,     /* u64: bytes of a STDIN request's DATA written */
 
         AGENT_T_ERR_CODE = 40,    /* u64, enum agent_err */
         AGENT_T_MESSAGE = 41,     /* string, for humans */
@@ -96,19 +101,38 @@ enum agent_tag {
 enum agent_err {
         AGENT_E_INVALID = 1,   /* 400 invalid_argument */
         AGENT_E_NOT_FOUND = 2, /* 404 not_found (unknown process id) */
-        AGENT_E_CAP = 3,       /* 402 cap_reached (64 processes) */
+        AGENT_E_CAP = 3,       /* 402 cap_reached (64 running processes) */
         AGENT_E_STATE = 4,     /* 409 invalid_state (stdin not open) */
         AGENT_E_INTERNAL = 5,  /* 500 */
+        AGENT_E_TIMEOUT = 6,   /* 408 timeout (stdin not taken in time; carries WRITTEN) */
 };
 
 /* A process status (PROC, SPAWN result, and the head of a POLL result):
- *   PROC_ID, ARGV*, STATE, EXIT_CODE (exited only), STARTED_AT, EXITED_AT (exited only)
+ *   PROC_ID, ARGV*, STATE, EXIT_CODE (exited only), STARTED_AT, EXITED_AT (exited only),
+ *   and for an exec's record EXEC (true), TIMED_OUT, TRUNCATED.
+ * An exec is not in the process table while its requester waits for it. It
+ *   is entered there, as an exec's record, when that connection goes away
+ *   before the whole answer was written to it (the daemon died or gave up):
+ *   then LIST shows it, POLL reads it, SIGNAL and KILL reach it as they do a
+ *   spawned process, so its result is not lost. Its output is what the
+ *   answer would have held: the first MAX_OUTPUT bytes per stream, offsets
+ *   from 0, nothing dropped; TRUNCATED when more was discarded.
  * A POLL result adds: STDOUT, STDERR, STDOUT_NEXT, STDERR_NEXT,
  *   STDOUT_DROPPED, STDERR_DROPPED.
  * An EXEC result: EXIT_CODE, STDOUT, STDERR, DURATION_MS, TIMED_OUT, TRUNCATED.
  *   A command that cannot be started (no such file, bad cwd) is a result,
  *   not an error: exit code 127 (not found) or 126 (other), and a line on
  *   stderr saying why. */
+
+/* stdin: DATA is queued and written as the process reads it; the answer
+ *   comes once all of it is in the pipe (then CLOSE closes it). TIMEOUT_MS
+ *   (0 or absent: none) bounds the wait: when it runs out, whatever of DATA
+ *   is not written yet is discarded, CLOSE is not done, and the answer is
+ *   ERR TIMEOUT carrying WRITTEN (how many bytes of DATA the process got),
+ *   so that the writer can resume from there. The same discarding happens,
+ *   unanswered, when the request's connection goes away first: nothing
+ *   queued outlives its request. One write per process at a time: a STDIN
+ *   while another is pending is ERR STATE. */
 
 /* ---- encoding ---- */
 struct agent_msg {

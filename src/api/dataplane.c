@@ -14,6 +14,8 @@
 #define MAX_ARGS 4096
 #define MAX_ENV 4096
 #define MAX_ARG_BYTES (256u << 10)
+/* How long a stdin write waits for the process to take its bytes. */
+#define STDIN_TIMEOUT_MS 10000
 
 static void no_content(struct api_resp *resp)
 {
@@ -195,6 +197,11 @@ static json_t *status_json(const struct agent_proc_status *st)
                 format_rfc3339(st->exited_at, exited);
                 json_object_set_new(j, "exitCode", json_integer(st->exit_code));
                 json_object_set_new(j, "exitedAt", json_string(exited));
+        }
+        if (j && st->exec) { /* an exec whose answer was lost */
+                json_object_set_new(j, "exec", json_true());
+                json_object_set_new(j, "timedOut", json_boolean(st->timed_out));
+                json_object_set_new(j, "truncated", json_boolean(st->truncated));
         }
         return j;
 }
@@ -404,8 +411,17 @@ static void handle_stdin(struct api *a, struct api_req *req, struct sandbox *sb,
                 }
         }
         struct sbx_error err = { 0 };
+        uint64_t written = 0;
         int r = agent_stdin(mgr_sandbox_dir(sb), id, req->body.data, req->body.len, close_it,
-                            60000, &err);
+                            STDIN_TIMEOUT_MS, &written, &err);
+        if (r == -ETIME) {
+                /* The first `written` bytes reached the process, the rest was
+                 * dropped: the client can resume from there. */
+                api_json(resp, 408,
+                         json_pack("{s:{s:s,s:s,s:I}}", "error", "code", "timeout", "message",
+                                   err.msg, "written", (json_int_t)written));
+                return;
+        }
         if (r < 0)
                 agent_failure(sb, r, &err, resp);
         else
@@ -441,8 +457,13 @@ void dataplane_handle(struct api *a, struct api_req *req, struct sandbox *sb,
 {
         const char *m = req->method;
         bool get = !strcmp(m, "GET"), post = !strcmp(m, "POST"), del = !strcmp(m, "DELETE");
+        size_t plen = strlen(req->path);
         if (!strcmp(seg[0], "exec") && post) {
                 handle_exec(a, req, sb, resp);
+        } else if (!strcmp(seg[0], "processes") && n == 1 && plen && req->path[plen - 1] == '/') {
+                /* "processes/" or "processes/%2F": an empty process id, which
+                 * must not read as the list (empty segments are skipped). */
+                api_error(resp, 404, "not_found", "no such process");
         } else if (!strcmp(seg[0], "processes") && n == 1 && (get || post)) {
                 if (post)
                         handle_spawn(a, req, sb, resp);

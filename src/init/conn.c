@@ -39,6 +39,12 @@ static void conn_close(struct init_ctx *ctx, struct conn *c)
 {
         if (c->dead)
                 return;
+        /* An exec still running, or whose answer is not all out: its
+         * requester is gone, so its result is kept (proto.h). */
+        struct proc *lost = c->held == HELD_EXEC ? c->held_proc : c->answer_of;
+        /* A write to stdin nobody waits for any more: drop its rest. */
+        if (c->held == HELD_STDIN && c->held_proc)
+                proc_stdin_abandon(ctx, c->held_proc, c);
         conn_unhold(c);
         loop_unwatch(ctx, c->fd);
         close(c->fd);
@@ -57,6 +63,8 @@ static void conn_close(struct init_ctx *ctx, struct conn *c)
         c->next = ctx->dead_conns;
         c->prev = NULL;
         ctx->dead_conns = c;
+        if (lost)
+                proc_exec_answered(ctx, lost, false);
 }
 
 void conn_free_dead(struct init_ctx *ctx)
@@ -117,6 +125,8 @@ static bool conn_flush(struct init_ctx *ctx, struct conn *c)
         if (c->out_off == c->out.len) {
                 c->out_off = 0;
                 c->out.len = 0;
+                if (c->answer_of)
+                        proc_exec_answered(ctx, c->answer_of, true);
                 if (c->out.cap > 64 * 1024)
                         buf_free(&c->out); /* do not sit on a big answer's memory */
                 if (c->closing) {
@@ -337,7 +347,7 @@ void conn_on_event(struct init_ctx *ctx, struct conn *c, uint32_t events)
                 return;
         if (events & (EPOLLHUP | EPOLLRDHUP)) {
                 /* The daemon gave up on this connection: drop whatever it
-                 * held (an exec keeps running and is forgotten at its end). */
+                 * held (an exec keeps running, listed: conn_close). */
                 conn_close(ctx, c);
                 return;
         }

@@ -181,6 +181,11 @@ static int put_status(struct agent_msg *m, const struct proc *p, size_t argv_bud
             ((r = agent_put_u64(m, AGENT_T_EXIT_CODE, (uint64_t)(int64_t)p->exit_code)) < 0 ||
              (r = agent_put_u64(m, AGENT_T_EXITED_AT, (uint64_t)p->exited_at)) < 0))
                 return r;
+        if (p->is_exec && ((r = agent_put_bool(m, AGENT_T_EXEC, true)) < 0 ||
+                           (r = agent_put_bool(m, AGENT_T_TIMED_OUT, p->timed_out)) < 0 ||
+                           (r = agent_put_bool(m, AGENT_T_TRUNCATED,
+                                               p->out[0].truncated || p->out[1].truncated)) < 0))
+                return r;
         return 0;
 }
 
@@ -209,8 +214,8 @@ struct chunk {
 static struct chunk poll_chunk(const struct proc *p, int i, uint64_t from)
 {
         const struct stream *s = &p->out[i];
-        uint64_t oldest = ring_start(&s->ring);
-        struct chunk ch = {.start = MAX(from, oldest), .end = s->ring.total};
+        uint64_t oldest = stream_start(s);
+        struct chunk ch = {.start = MAX(from, oldest), .end = stream_total(s)};
 
         ch.dropped = oldest > from ? oldest - from : 0;
         if (ch.end > ch.start + AGENT_RING_SIZE)
@@ -220,7 +225,7 @@ static struct chunk poll_chunk(const struct proc *p, int i, uint64_t from)
         if (!final && ch.end > ch.start) {
                 uint8_t tail[4];
                 size_t n = (size_t)MIN(ch.end - ch.start, (uint64_t)sizeof(tail));
-                ring_copy(&s->ring, ch.end - n, n, tail);
+                stream_copy(s, ch.end - n, n, tail);
                 ch.end -= n - utf8_trim_incomplete(tail, n);
         }
         return ch;
@@ -249,7 +254,7 @@ static int put_chunk(struct agent_msg *m, const struct proc *p, int i, uint64_t 
 
         if (!data)
                 return -ENOMEM;
-        ring_copy(&p->out[i].ring, ch.start, n, data);
+        stream_copy(&p->out[i], ch.start, n, data);
         if ((r = agent_put_bytes(m, tags[i][0], data, n)) < 0 ||
             (r = agent_put_u64(m, tags[i][1], ch.end)) < 0 ||
             (r = agent_put_u64(m, tags[i][2], ch.dropped)) < 0)
@@ -307,19 +312,51 @@ void handlers_poll_expired(struct init_ctx *ctx, struct conn *c)
                 reply_poll(ctx, c, c->held_proc, c->poll_from);
 }
 
+void handlers_stdin_expired(struct init_ctx *ctx, struct conn *c)
+{
+        struct proc *p = c->held_proc;
+        struct agent_msg m;
+        char msg[256];
+        int r;
+
+        if (c->held != HELD_STDIN || !p)
+                return;
+        uint64_t total = c->stdin_target - c->stdin_start;
+        uint64_t written = proc_stdin_abandon(ctx, p, c);
+        snprintf(msg, sizeof(msg),
+                 "%s took %llu of %llu bytes of stdin in time; the rest was discarded", p->id,
+                 (unsigned long long)written, (unsigned long long)total);
+        agent_msg_init(&m, AGENT_RESP_ERR);
+        if ((r = agent_put_u64(&m, AGENT_T_ERR_CODE, AGENT_E_TIMEOUT)) >= 0 &&
+            (r = agent_put_str(&m, AGENT_T_MESSAGE, msg)) >= 0)
+                r = agent_put_u64(&m, AGENT_T_WRITTEN, written);
+        if (r < 0)
+                conn_reply_err(ctx, c, AGENT_E_INTERNAL, "cannot build the answer: %s",
+                               strerror(-r));
+        else
+                conn_reply(ctx, c, &m);
+        agent_msg_free(&m);
+}
+
 void handlers_proc_exited(struct init_ctx *ctx, struct proc *p)
 {
-        if (!p->is_exec) {
+        if (p->listed) {
                 handlers_proc_changed(ctx, p);
                 return;
         }
-        struct conn *next;
-        for (struct conn *c = p->waiters; c; c = next) {
-                next = c->wnext;
-                if (c->held == HELD_EXEC)
-                        reply_exec(ctx, c, p);
+        /* An exec whose requester waits: answer it. Once the answer is out
+         * the exec is forgotten; should the connection go first, the exec
+         * is listed instead (proc_exec_answered). */
+        struct conn *c = p->waiters;
+        while (c && c->held != HELD_EXEC)
+                c = c->wnext;
+        if (!c) {
+                proc_exec_answered(ctx, p, false);
+                return;
         }
-        proc_forget(ctx, p); /* a finished exec is not kept */
+        c->answer_of = p;
+        p->answer_conn = c;
+        reply_exec(ctx, c, p);
 }
 
 /* ------------------------------------------------------------ commands */
@@ -431,9 +468,8 @@ static void handle_start(struct init_ctx *ctx, struct conn *c, struct req *rq, b
                 conn_reply_err(ctx, c, AGENT_E_INVALID, "the command is empty");
                 return;
         }
-        if (ctx->n_procs >= AGENT_MAX_PROCS) {
-                conn_reply_err(ctx, c, AGENT_E_CAP,
-                               "at most %d processes may be running or not yet killed",
+        if (ctx->n_running >= AGENT_MAX_PROCS) {
+                conn_reply_err(ctx, c, AGENT_E_CAP, "at most %d processes may be running",
                                AGENT_MAX_PROCS);
                 return;
         }
@@ -499,11 +535,11 @@ static void handle_poll(struct init_ctx *ctx, struct conn *c, struct req *rq)
         if (!p)
                 return;
         for (int i = 0; i < 2; i++) {
-                if (rq->from[i] > p->out[i].ring.total) {
+                if (rq->from[i] > stream_total(&p->out[i])) {
                         conn_reply_err(ctx, c, AGENT_E_INVALID,
                                        "%s offset %llu is past the end of the output (%llu)",
                                        names[i], (unsigned long long)rq->from[i],
-                                       (unsigned long long)p->out[i].ring.total);
+                                       (unsigned long long)stream_total(&p->out[i]));
                         return;
                 }
         }
@@ -521,13 +557,13 @@ static void handle_poll(struct init_ctx *ctx, struct conn *c, struct req *rq)
 static void handle_list(struct init_ctx *ctx, struct conn *c)
 {
         /* Each entry's command is cut to its share of one frame. */
-        const size_t budget = AGENT_MAX_PAYLOAD / AGENT_MAX_PROCS - 1024;
+        const size_t budget = AGENT_MAX_PAYLOAD / (AGENT_MAX_PROCS + AGENT_MAX_EXITED) - 1024;
         struct agent_msg m, one;
         int r = 0;
 
         agent_msg_init(&m, AGENT_RESP_OK);
         for (struct proc *p = ctx->procs_head; p && r >= 0; p = p->next) {
-                if (p->is_exec)
+                if (!p->listed)
                         continue;
                 agent_msg_init(&one, 0);
                 r = put_status(&one, p, budget);
@@ -587,6 +623,16 @@ static void handle_stdin(struct init_ctx *ctx, struct conn *c, struct req *rq)
                 conn_reply_err(ctx, c, AGENT_E_STATE, "stdin of %s is not open", p->id);
                 return;
         }
+        /* One write at a time: two concurrent writes have no order anyway,
+         * and a timed-out one can then drop exactly its own rest. */
+        for (struct conn *w = p->waiters; w; w = w->wnext) {
+                if (w->held == HELD_STDIN) {
+                        conn_reply_err(ctx, c, AGENT_E_STATE,
+                                       "another write to the stdin of %s is still pending", p->id);
+                        return;
+                }
+        }
+        uint64_t start = p->in_queued;
         int r = proc_stdin_queue(ctx, p, rq->data, rq->data_len, rq->close, &target);
         if (r == -E2BIG) {
                 conn_reply_err(ctx, c, AGENT_E_INVALID,
@@ -598,8 +644,13 @@ static void handle_stdin(struct init_ctx *ctx, struct conn *c, struct req *rq)
                 conn_reply_err(ctx, c, AGENT_E_INTERNAL, "stdin: %s", strerror(-r));
                 return;
         }
+        c->stdin_start = start;
         c->stdin_target = target;
-        conn_hold(c, p, HELD_STDIN); /* answered once written (or on EPIPE) */
+        c->deadline_us =
+            rq->timeout_ms
+                ? mono_us() + (int64_t)MIN(rq->timeout_ms, (uint64_t)MAX_TIMEOUT_MS) * 1000
+                : 0;
+        conn_hold(c, p, HELD_STDIN); /* answered once written (EPIPE, deadline) */
         proc_stdin_flush(ctx, p);
 }
 

@@ -64,9 +64,10 @@ struct conn {
         enum held_kind held;
         struct proc *held_proc;
         struct conn *wnext, *wprev; /* in held_proc->waiters */
-        int64_t deadline_us;        /* HELD_POLL; CLOCK_MONOTONIC */
+        int64_t deadline_us;        /* HELD_POLL, HELD_STDIN (0: none); CLOCK_MONOTONIC */
         uint64_t poll_from[2];
-        uint64_t stdin_target;
+        uint64_t stdin_start, stdin_target; /* the write's bytes: [start, target) of in_queued */
+        struct proc *answer_of;             /* the exec whose answer is in out */
 
         struct conn *rnext; /* in ctx->ready */
         bool in_ready;
@@ -88,10 +89,17 @@ struct proc {
         size_t argc;
         char *cwd; /* for the message when it does not exist */
         bool is_exec;
+        /* In the table clients see (LIST, POLL, SIGNAL, KILL): every spawned
+         * process, and an exec whose requester went away before the whole
+         * answer was written (see proto.h). */
+        bool listed;
+        struct conn *answer_conn; /* an exec's answer is being written there */
         pid_t pid;
         bool exited;
         int exit_code;
+        size_t argv_bytes;
         int64_t started_at, exited_at; /* ms since the epoch */
+        uint64_t exit_seq;             /* order of exits: the oldest record goes first */
         int64_t fork_us, exit_us;      /* CLOCK_MONOTONIC */
         int64_t deadline_us;           /* execs; 0 = none */
         bool timed_out;
@@ -126,8 +134,8 @@ struct init_ctx {
         struct conn *conns;
         unsigned n_conns;
         struct proc *procs_head, *procs_tail;
-        unsigned n_procs;
-        uint64_t seq;
+        unsigned n_running; /* started and not exited: what AGENT_MAX_PROCS caps */
+        uint64_t seq, exit_seq;
 
         struct conn *ready; /* conns whose next frame can now be dispatched */
         struct conn *dead_conns;
@@ -171,6 +179,8 @@ void handle_request(struct init_ctx *ctx, struct conn *c, uint16_t type, const u
 void handlers_proc_changed(struct init_ctx *ctx, struct proc *p);
 /* A held poll whose wait ran out. */
 void handlers_poll_expired(struct init_ctx *ctx, struct conn *c);
+/* A held stdin write whose deadline passed: answered TIMEOUT. */
+void handlers_stdin_expired(struct init_ctx *ctx, struct conn *c);
 /* p exited: answer its waiters; an exec is then forgotten. */
 void handlers_proc_exited(struct init_ctx *ctx, struct proc *p);
 
@@ -179,11 +189,20 @@ int proc_start(struct init_ctx *ctx, const struct proc_spec *spec, struct proc *
                struct sbx_error *err);
 struct proc *proc_find(struct init_ctx *ctx, const char *id);
 void proc_on_stream(struct init_ctx *ctx, struct proc *p, int index);
+/* The retained bytes of a stream are [stream_start, stream_total) of its
+ * offsets (bytes since the process started): a ring's newest, or an exec's
+ * first max_output. */
+uint64_t stream_start(const struct stream *s);
+uint64_t stream_total(const struct stream *s);
+void stream_copy(const struct stream *s, uint64_t from, size_t len, uint8_t *out);
 void proc_reap_all(struct init_ctx *ctx);
 /* Kill the group of a running process (no-op once exited). */
 void proc_kill_group(struct proc *p, int sig);
 /* Forget p: close its pipes, free its buffers, release its table slot. */
 void proc_forget(struct init_ctx *ctx, struct proc *p);
+/* The answer to exec p was written out whole (delivered: p is forgotten),
+ * or its connection went away first (p is listed, its result kept). */
+void proc_exec_answered(struct init_ctx *ctx, struct proc *p, bool delivered);
 void proc_free_dead(struct init_ctx *ctx);
 /* Exec deadlines: kill what ran out of time. */
 void proc_check_deadlines(struct init_ctx *ctx, int64_t now_us);
@@ -191,6 +210,9 @@ void proc_check_deadlines(struct init_ctx *ctx, int64_t now_us);
 int proc_stdin_queue(struct init_ctx *ctx, struct proc *p, const void *data, size_t len,
                      bool close_after, uint64_t *ret_target);
 void proc_stdin_flush(struct init_ctx *ctx, struct proc *p);
+/* The write held on c gives up: what of it is not in the pipe yet is
+ * dropped, its close with it. Returns how many of its bytes were written. */
+uint64_t proc_stdin_abandon(struct init_ctx *ctx, struct proc *p, const struct conn *c);
 void proc_on_stdin(struct init_ctx *ctx, struct proc *p);
 
 /* ---- main.c ---- */

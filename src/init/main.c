@@ -235,7 +235,7 @@ static int64_t next_deadline(const struct init_ctx *ctx)
                 if (p->is_exec && !p->exited && !p->timed_out && p->deadline_us)
                         next = MIN(next, p->deadline_us);
         for (const struct conn *c = ctx->conns; c; c = c->next)
-                if (c->held == HELD_POLL)
+                if (c->held == HELD_POLL || (c->held == HELD_STDIN && c->deadline_us))
                         next = MIN(next, c->deadline_us);
         if (ctx->listen_paused)
                 next = MIN(next, ctx->listen_resume_us);
@@ -264,6 +264,8 @@ static void run_timers(struct init_ctx *ctx)
                 next = c->next;
                 if (c->held == HELD_POLL && c->deadline_us <= now)
                         handlers_poll_expired(ctx, c);
+                else if (c->held == HELD_STDIN && c->deadline_us && c->deadline_us <= now)
+                        handlers_stdin_expired(ctx, c);
         }
         if (ctx->listen_paused && ctx->listen_resume_us <= now &&
             loop_watch(ctx, ctx->listen_fd, &ctx->listen_w, EPOLLIN) == 0)

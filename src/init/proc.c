@@ -128,7 +128,7 @@ static void proc_make_id(struct init_ctx *ctx, char out[48])
 struct proc *proc_find(struct init_ctx *ctx, const char *id)
 {
         for (struct proc *p = ctx->procs_head; p; p = p->next)
-                if (!p->is_exec && strcmp(p->id, id) == 0)
+                if (p->listed && strcmp(p->id, id) == 0)
                         return p;
         return NULL;
 }
@@ -214,6 +214,7 @@ static int proc_copy_argv(struct proc *p, char **argv, size_t argc)
                 if (!p->argv[i])
                         return -ENOMEM;
                 p->argc = i + 1;
+                p->argv_bytes += strlen(argv[i]) + 1;
         }
         return 0;
 }
@@ -271,6 +272,7 @@ static int proc_prepare(const struct proc_spec *spec, struct proc *p, struct sbx
         if (!p->cwd)
                 return sbx_error_set(err, ENOMEM, "copy cwd");
         p->is_exec = spec->is_exec;
+        p->listed = !spec->is_exec;
         for (int i = 0; i < 2; i++) {
                 if (spec->is_exec)
                         buf_init(&p->out[i].kept, spec->max_output);
@@ -342,7 +344,7 @@ int proc_start(struct init_ctx *ctx, const struct proc_spec *spec, struct proc *
         else
                 ctx->procs_head = p;
         ctx->procs_tail = p;
-        ctx->n_procs++;
+        ctx->n_running++;
 
         r = proc_adopt_fds(ctx, p, &sp, err);
         close_pipes(&sp);
@@ -376,6 +378,9 @@ void proc_forget(struct init_ctx *ctx, struct proc *p)
                 if (p->waiters == c) /* conn_reply always unholds; be sure */
                         conn_unhold(c);
         }
+        if (p->answer_conn)
+                p->answer_conn->answer_of = NULL;
+        p->answer_conn = NULL;
         proc_release(ctx, p);
         if (p->prev)
                 p->prev->next = p->next;
@@ -385,7 +390,8 @@ void proc_forget(struct init_ctx *ctx, struct proc *p)
                 p->next->prev = p->prev;
         else
                 ctx->procs_tail = p->prev;
-        ctx->n_procs--;
+        if (!p->exited)
+                ctx->n_running--;
         p->dead = true;
         p->next = ctx->dead_procs;
         p->prev = NULL;
@@ -420,6 +426,58 @@ void proc_check_deadlines(struct init_ctx *ctx, int64_t now_us)
         }
 }
 
+/* What an exited record holds on to: its output and its command line. */
+static uint64_t proc_retained(const struct proc *p)
+{
+        uint64_t n = p->argv_bytes;
+        for (int i = 0; i < 2; i++)
+                n += MIN(p->out[i].ring.total, (uint64_t)AGENT_RING_SIZE) + p->out[i].kept.len;
+        return n;
+}
+
+/* Only running processes count against AGENT_MAX_PROCS; an exited one is
+ * kept for polling until it is killed, but not without bound: beyond
+ * AGENT_MAX_EXITED records, or AGENT_EXITED_OUTPUT_MAX bytes held by them,
+ * the record that exited first is forgotten. The table holds at most 64
+ * running and 65 exited records when this runs: the scans are cheap. */
+static void proc_trim_exited(struct init_ctx *ctx)
+{
+        for (;;) {
+                struct proc *oldest = NULL;
+                unsigned n = 0;
+                uint64_t bytes = 0;
+                for (struct proc *p = ctx->procs_head; p; p = p->next) {
+                        if (!p->listed || !p->exited)
+                                continue;
+                        n++;
+                        bytes += proc_retained(p);
+                        if (!oldest || p->exit_seq < oldest->exit_seq)
+                                oldest = p;
+                }
+                if (!oldest || (n <= AGENT_MAX_EXITED && bytes <= AGENT_EXITED_OUTPUT_MAX))
+                        return;
+                proc_forget(ctx, oldest);
+        }
+}
+
+void proc_exec_answered(struct init_ctx *ctx, struct proc *p, bool delivered)
+{
+        if (p->answer_conn)
+                p->answer_conn->answer_of = NULL;
+        p->answer_conn = NULL;
+        if (p->dead || p->listed)
+                return;
+        if (delivered) {
+                proc_forget(ctx, p); /* a finished exec is not kept */
+                return;
+        }
+        /* Nobody holds the result any more: keep it where a restarted
+         * daemon (or one that gave up waiting) can find it. */
+        p->listed = true;
+        if (p->exited)
+                proc_trim_exited(ctx);
+}
+
 /* --------------------------------------------------------------- output */
 
 static void stream_feed(struct proc *p, struct stream *s, const uint8_t *d, size_t n)
@@ -434,6 +492,24 @@ static void stream_feed(struct proc *p, struct stream *s, const uint8_t *d, size
                 take = 0; /* out of memory: what we cannot keep counts as cut */
         if (take < n)
                 s->truncated = true;
+}
+
+uint64_t stream_start(const struct stream *s)
+{
+        return s->ring.data ? ring_start(&s->ring) : 0;
+}
+
+uint64_t stream_total(const struct stream *s)
+{
+        return s->ring.data ? s->ring.total : s->kept.len;
+}
+
+void stream_copy(const struct stream *s, uint64_t from, size_t len, uint8_t *out)
+{
+        if (s->ring.data)
+                ring_copy(&s->ring, from, len, out);
+        else if (len)
+                memcpy(out, s->kept.data + from, len);
 }
 
 /* Read what the pipe holds now, up to budget bytes. True when anything
@@ -466,8 +542,11 @@ void proc_on_stream(struct init_ctx *ctx, struct proc *p, int index)
 {
         if (p->dead)
                 return;
-        if (stream_read(ctx, p, index, READ_BUDGET) && !p->is_exec)
+        if (stream_read(ctx, p, index, READ_BUDGET) && p->listed) {
                 handlers_proc_changed(ctx, p);
+                if (p->exited) /* a background child still writes */
+                        proc_trim_exited(ctx);
+        }
 }
 
 /* Did the child report a failure to start? Then say why on its stderr. */
@@ -500,6 +579,8 @@ static void proc_read_report(struct proc *p)
 static void proc_exited(struct init_ctx *ctx, struct proc *p, int status)
 {
         p->exited = true;
+        p->exit_seq = ++ctx->exit_seq;
+        ctx->n_running--;
         p->exit_us = mono_us();
         p->exited_at = now_ms();
         if (WIFEXITED(status))
@@ -514,6 +595,7 @@ static void proc_exited(struct init_ctx *ctx, struct proc *p, int status)
         stream_read(ctx, p, 1, DRAIN_BUDGET);
         proc_read_report(p);
         handlers_proc_exited(ctx, p);
+        proc_trim_exited(ctx);
 }
 
 void proc_reap_all(struct init_ctx *ctx)
@@ -617,6 +699,21 @@ void proc_stdin_flush(struct init_ctx *ctx, struct proc *p)
                 }
         }
         stdin_answer(ctx, p, 0);
+}
+
+uint64_t proc_stdin_abandon(struct init_ctx *ctx, struct proc *p, const struct conn *c)
+{
+        uint64_t written = MIN(p->in_written, c->stdin_target);
+
+        written = written > c->stdin_start ? written - c->stdin_start : 0;
+        if (p->in_written >= c->stdin_target)
+                return written; /* all of it is in: nothing to drop */
+        /* One write at a time (handlers.c): all that is queued is this one's. */
+        p->in_q.len = p->in_qoff = 0;
+        p->in_queued = p->in_written;
+        p->in_close_requested = false;
+        proc_stdin_flush(ctx, p); /* stop watching the pipe */
+        return written;
 }
 
 void proc_on_stdin(struct init_ctx *ctx, struct proc *p)

@@ -106,9 +106,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 6:
                 agent_kill(dir, "p1", &err);
                 break;
-        case 7:
-                agent_stdin(dir, "p1", "x", 1, true, 1000, &err);
+        case 7: {
+                uint64_t written = 0;
+                if (agent_stdin(dir, "p1", "x", 1, true, 1000, &written, &err) == -ETIME &&
+                    written > 1)
+                        abort(); /* never more than was sent */
                 break;
+        }
         default: {
                 int fd = -1;
                 if (agent_root(dir, &fd, &err) == 0)

@@ -532,6 +532,12 @@ static void test_signal_group(void **state)
 
         assert_int_equal(agent_signal_from_name("SIGUSR1"), SIGUSR1);
         assert_int_equal(agent_signal_from_name("STOP"), -EINVAL);
+        /* upper case only, as documented */
+        assert_int_equal(agent_signal_from_name("term"), -EINVAL);
+        assert_int_equal(agent_signal_from_name("sigterm"), -EINVAL);
+        assert_int_equal(agent_signal_from_name("SIGterm"), -EINVAL);
+        assert_int_equal(agent_signal_from_name("SIG"), -EINVAL);
+        assert_int_equal(agent_signal_from_name(""), -EINVAL);
 }
 
 static void test_cap(void **state)
@@ -556,13 +562,21 @@ static void test_cap(void **state)
                 assert_string_equal(l.procs[i].id, ids[i]); /* start order */
         agent_proc_list_free(&l);
 
-        /* an exited process still counts until killed */
+        /* only running processes count: an exited one frees its place at
+         * once, and its record stays until killed */
         assert_int_equal(agent_signal(dir, ids[0], SIGKILL, &err), 0);
-        msleep(100);
+        struct agent_poll_result p = {0};
+        wait_exit(ids[0], &p);
+        agent_poll_result_free(&p);
+        char *extra = spawn_ok(&c);
         assert_int_equal(agent_spawn(dir, &c, &st, &err), -EDQUOT);
-        assert_int_equal(agent_kill(dir, ids[0], &err), 0);
-        free(ids[0]);
-        ids[0] = spawn_ok(&c);
+        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(l.n, AGENT_MAX_PROCS + 1);
+        agent_proc_list_free(&l);
+        poll_ok(ids[0], 0, 0, 0, &p);
+        assert_true(p.status.exited);
+        agent_poll_result_free(&p);
+        free(extra);
         kill_all();
         for (int i = 0; i < AGENT_MAX_PROCS; i++)
                 free(ids[i]);
@@ -577,6 +591,76 @@ static void test_cap(void **state)
                 free(ids[i]);
 }
 
+/* Spawn c and wait for it to exit; returns its id. */
+static char *run_ok(const struct agent_cmd *c)
+{
+        struct agent_poll_result p = {0};
+        char *id = spawn_ok(c);
+        wait_exit(id, &p);
+        agent_poll_result_free(&p);
+        return id;
+}
+
+static bool known(const char *id)
+{
+        struct agent_poll_result p = {0};
+        struct sbx_error err = {0};
+        int rc = agent_poll(dir, id, 0, 0, 0, &p, &err);
+        agent_poll_result_free(&p);
+        if (rc != 0 && rc != -ENOENT)
+                fail_msg("poll %s: %d %s", id, rc, err.msg);
+        return rc == 0;
+}
+
+static void test_exited_bounded(void **state)
+{
+        enum { N = AGENT_MAX_EXITED + 10 };
+        struct agent_cmd t = cmd(CMD("true"));
+        struct agent_proc_list l = {0};
+        struct sbx_error err = {0};
+        char *ids[N];
+
+        kill_all();
+        /* never killed: the oldest exited go first, the newest stay */
+        for (int i = 0; i < N; i++)
+                ids[i] = run_ok(&t);
+        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(l.n, AGENT_MAX_EXITED);
+        for (size_t i = 0; i < l.n; i++)
+                assert_string_equal(l.procs[i].id, ids[N - AGENT_MAX_EXITED + i]);
+        agent_proc_list_free(&l);
+        assert_false(known(ids[0]));
+        assert_false(known(ids[N - AGENT_MAX_EXITED - 1]));
+        assert_true(known(ids[N - AGENT_MAX_EXITED]));
+        assert_true(known(ids[N - 1]));
+        for (int i = 0; i < N; i++)
+                free(ids[i]);
+        kill_all();
+
+        /* and their output is bounded in total: 2 MiB each (1 MiB per
+         * stream) keeps only AGENT_EXITED_OUTPUT_MAX / 2 MiB of them */
+        struct agent_cmd big =
+            cmd(CMD("sh", "-c", "head -c 1048576 /dev/zero; head -c 1048576 /dev/zero >&2"));
+        const int keep = (int)(AGENT_EXITED_OUTPUT_MAX / (2u << 20));
+        char *last = NULL;
+        for (int i = 0; i < keep + 8; i++) {
+                free(last);
+                last = run_ok(&big);
+        }
+        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_true(l.n <= (size_t)keep);
+        assert_true(l.n >= (size_t)keep - 1); /* argv and rounding take a little */
+        assert_string_equal(l.procs[l.n - 1].id, last);
+        agent_proc_list_free(&l);
+        struct agent_poll_result p = {0};
+        poll_ok(last, 0, 0, 0, &p);
+        assert_int_equal(p.out_len, 1u << 20);
+        assert_int_equal(p.err_len, 1u << 20);
+        agent_poll_result_free(&p);
+        free(last);
+        kill_all();
+}
+
 static void test_stdin(void **state)
 {
         struct agent_cmd c = cmd(CMD("cat"));
@@ -585,16 +669,16 @@ static void test_stdin(void **state)
         struct agent_poll_result p = {0};
         struct sbx_error err = {0};
 
-        assert_int_equal(agent_stdin(dir, id, "hello\n", 6, false, 5000, &err), 0);
+        assert_int_equal(agent_stdin(dir, id, "hello\n", 6, false, 5000, NULL, &err), 0);
         poll_ok(id, 0, 0, 5000, &p);
         assert_string_equal(p.out, "hello\n");
         agent_poll_result_free(&p);
-        assert_int_equal(agent_stdin(dir, id, "bye", 3, true, 5000, &err), 0);
+        assert_int_equal(agent_stdin(dir, id, "bye", 3, true, 5000, NULL, &err), 0);
         wait_exit(id, &p);
         assert_int_equal(p.status.exit_code, 0);
         assert_string_equal(p.out, "hello\nbye");
         agent_poll_result_free(&p);
-        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 5000, &err), -EBUSY);
+        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 5000, NULL, &err), -EBUSY);
         kill_all();
         free(id);
 
@@ -606,7 +690,7 @@ static void test_stdin(void **state)
         c = cmd(CMD("sh", "-c", "wc -c"));
         c.stdin_pipe = true;
         id = spawn_ok(&c);
-        assert_int_equal(agent_stdin(dir, id, data, big, true, 10000, &err), 0);
+        assert_int_equal(agent_stdin(dir, id, data, big, true, 10000, NULL, &err), 0);
         wait_exit(id, &p);
         assert_int_equal(atoi(p.out), (int)big);
         agent_poll_result_free(&p);
@@ -617,7 +701,7 @@ static void test_stdin(void **state)
         /* without a stdin pipe */
         c = cmd(CMD("sleep", "100"));
         id = spawn_ok(&c);
-        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 5000, &err), -EBUSY);
+        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 5000, NULL, &err), -EBUSY);
         kill_all();
         free(id);
 
@@ -627,10 +711,60 @@ static void test_stdin(void **state)
         id = spawn_ok(&c);
         wait_exit(id, &p);
         agent_poll_result_free(&p);
-        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 5000, &err), -EBUSY);
+        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 5000, NULL, &err), -EBUSY);
         assert_non_null(strstr(err.msg, "Broken pipe"));
         kill_all();
         free(id);
+}
+
+static void test_stdin_timeout(void **state)
+{
+        /* reads nothing until ./go exists, then counts its stdin */
+        struct agent_cmd c =
+            cmd(CMD("sh", "-c", "while [ ! -e go ]; do sleep 0.05; done; exec wc -c"));
+        struct agent_poll_result p = {0};
+        struct sbx_error err = {0};
+        size_t big = 1u << 20;
+        uint64_t written = 0, w2 = 0;
+        char *data = malloc(big);
+
+        assert_non_null(data);
+        memset(data, 'q', big);
+        c.stdin_pipe = true;
+        char *id = spawn_ok(&c);
+
+        /* the write gives up at its deadline and says how far it got */
+        assert_int_equal(agent_stdin(dir, id, data, big, true, 300, &written, &err), -ETIME);
+        assert_true(written < big);
+        assert_non_null(strstr(err.msg, "discarded"));
+
+        /* one write at a time: a second one while another waits is refused */
+        int fd = -1;
+        struct agent_msg m;
+        assert_int_equal(agent_connect(dir, &fd, &err), 0);
+        agent_msg_init(&m, AGENT_REQ_STDIN);
+        agent_put_str(&m, AGENT_T_PROC_ID, id);
+        agent_put_bytes(&m, AGENT_T_DATA, data, 100000);
+        assert_int_equal(agent_msg_send(fd, &m), 0);
+        agent_msg_free(&m);
+        msleep(100);
+        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 1000, &w2, &err), -EBUSY);
+        assert_non_null(strstr(err.msg, "pending"));
+        /* its requester leaves: what it had queued goes too */
+        close(fd);
+        msleep(100);
+
+        struct agent_cmd go = cmd(CMD("touch", "go"));
+        struct agent_exec_result r = exec_ok(&go, 5000);
+        agent_exec_result_free(&r);
+        assert_int_equal(agent_stdin(dir, id, "", 0, true, 5000, &w2, &err), 0);
+        wait_exit(id, &p);
+        assert_int_equal(p.status.exit_code, 0);
+        assert_int_equal(strtoull(p.out, NULL, 10), written); /* not a byte more */
+        agent_poll_result_free(&p);
+        free(id);
+        free(data);
+        kill_all();
 }
 
 static void test_held_does_not_block(void **state)
@@ -654,7 +788,7 @@ static void test_held_does_not_block(void **state)
         assert_int_equal(agent_ping(dir, 1000, &err), 0);
         assert_true(elapsed_ms(t0) < 300);
 
-        /* a held exec whose client leaves keeps running, then is forgotten */
+        /* a held exec whose client leaves keeps running (and is listed) */
         assert_int_equal(agent_connect(dir, &fd2, &err), 0);
         agent_msg_init(&m, AGENT_REQ_EXEC);
         agent_put_str(&m, AGENT_T_ARGV, "sleep");
@@ -680,6 +814,101 @@ static void test_held_does_not_block(void **state)
         free(payload);
         agent_msg_free(&m);
         close(fd);
+        kill_all();
+}
+
+/* Send an EXEC of argv (in the test's directory) on a connection of its own
+ * and return that connection without reading the answer. */
+static int exec_unread(const char *const *argv)
+{
+        struct sbx_error err = {0};
+        struct agent_msg m;
+        int fd = -1;
+
+        assert_int_equal(agent_connect(dir, &fd, &err), 0);
+        agent_msg_init(&m, AGENT_REQ_EXEC);
+        for (size_t i = 0; argv[i]; i++)
+                agent_put_str(&m, AGENT_T_ARGV, argv[i]);
+        agent_put_str(&m, AGENT_T_CWD, dir);
+        assert_int_equal(agent_msg_send(fd, &m), 0);
+        agent_msg_free(&m);
+        return fd;
+}
+
+/* The one process listed, which must be an exec record. */
+static char *only_exec_record(struct agent_proc_list *l)
+{
+        struct sbx_error err = {0};
+        assert_int_equal(agent_list(dir, l, &err), 0);
+        assert_int_equal(l->n, 1);
+        assert_true(l->procs[0].exec);
+        return strdup(l->procs[0].id);
+}
+
+static void test_exec_lost(void **state)
+{
+        struct agent_proc_list l = {0};
+        struct agent_poll_result p = {0};
+        struct sbx_error err = {0};
+
+        kill_all();
+        /* the requester goes away while the command runs: its record is
+         * listed (running, then exited) with the output an answer holds */
+        int fd = exec_unread(CMD("sh", "-c", "echo a; sleep 0.5; echo b >&2; exit 4"));
+        msleep(100);
+        close(fd);
+        msleep(100);
+        char *id = only_exec_record(&l);
+        assert_false(l.procs[0].exited);
+        assert_string_equal(l.procs[0].argv[0], "sh");
+        agent_proc_list_free(&l);
+        wait_exit(id, &p);
+        assert_true(p.status.exec);
+        assert_int_equal(p.status.exit_code, 4);
+        assert_false(p.status.timed_out);
+        assert_false(p.status.truncated);
+        assert_string_equal(p.out, "a\n");
+        assert_string_equal(p.err, "b\n");
+        assert_int_equal(p.out_next, 2);
+        agent_poll_result_free(&p);
+        /* offsets work as for any process */
+        poll_ok(id, 1, 2, 0, &p);
+        assert_string_equal(p.out, "\n");
+        assert_string_equal(p.err, "");
+        agent_poll_result_free(&p);
+        assert_int_equal(agent_kill(dir, id, &err), 0);
+        assert_false(known(id));
+        free(id);
+
+        /* the command ended but its answer (2 MiB, more than the socket
+         * holds) was not read when the requester left */
+        fd = exec_unread(CMD("sh", "-c", "head -c 3000000 /dev/zero; echo e >&2"));
+        msleep(500);
+        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(l.n, 0); /* not listed while its answer is being written */
+        agent_proc_list_free(&l);
+        close(fd);
+        msleep(100);
+        id = only_exec_record(&l);
+        assert_true(l.procs[0].exited);
+        assert_true(l.procs[0].truncated);
+        agent_proc_list_free(&l);
+        poll_ok(id, 0, 0, 0, &p);
+        assert_int_equal(p.out_len, 1u << 20);
+        assert_int_equal(p.out_next, 1u << 20);
+        assert_string_equal(p.err, "e\n");
+        assert_int_equal(p.status.exit_code, 0);
+        agent_poll_result_free(&p);
+        free(id);
+        kill_all();
+
+        /* an answer read in full leaves nothing behind */
+        struct agent_cmd t = cmd(CMD("true"));
+        struct agent_exec_result r = exec_ok(&t, 1000);
+        agent_exec_result_free(&r);
+        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(l.n, 0);
+        agent_proc_list_free(&l);
 }
 
 static void test_protocol_errors(void **state)
@@ -1012,8 +1241,11 @@ int main(int argc, char **argv)
             cmocka_unit_test(test_utf8_split),
             cmocka_unit_test(test_signal_group),
             cmocka_unit_test(test_cap),
+            cmocka_unit_test(test_exited_bounded),
             cmocka_unit_test(test_stdin),
+            cmocka_unit_test(test_stdin_timeout),
             cmocka_unit_test(test_held_does_not_block),
+            cmocka_unit_test(test_exec_lost),
             cmocka_unit_test(test_protocol_errors),
             cmocka_unit_test(test_many_connections),
             cmocka_unit_test(test_root),

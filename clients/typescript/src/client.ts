@@ -209,7 +209,10 @@ export class SandboxClient {
     return this.#poll(name, processId, options.stdoutFrom ?? 0, options.stderrFrom ?? 0, options.waitMs ?? 0);
   }
 
-  /** Every process the sandbox holds, running or exited and not yet killed. */
+  /**
+   * Every process the sandbox holds: running, or exited and not yet killed
+   * (the server keeps the newest 64 exited records).
+   */
   async processes(name: string): Promise<ProcessStatus[]> {
     const body = await this.#data(name, (ep) => bareSpec("GET", `${ep}/processes`), readJson);
     const rows = field(body, "processes");
@@ -230,7 +233,11 @@ export class SandboxClient {
     await this.#data(name, (ep) => bareSpec("DELETE", `${ep}/processes/${id}`), discard);
   }
 
-  /** Writes to the stdin of a process spawned with `stdin: true`; `close` ends it. */
+  /**
+   * Writes to the stdin of a process spawned with `stdin: true`; `close` ends it.
+   * A process that does not take all of `data` within 10 s: 408 `timeout`,
+   * with `written` on the error (the rest was discarded; stdin stays open).
+   */
   async stdin(name: string, processId: string, data: string | Uint8Array, options: StdinOptions = {}): Promise<void> {
     const id = checkProcessId(processId);
     const bytes = typeof data === "string" ? encoder.encode(data) : data;
@@ -338,7 +345,10 @@ export class SandboxClient {
     return run.result(timedOut, true);
   }
 
-  /** Best-effort kill-and-forget, so finished runs do not fill the 64-process table. */
+  /**
+   * Best-effort kill-and-forget, so finished runs do not push other exited
+   * records out of the sandbox's table.
+   */
   async #reap(name: string, processId: string): Promise<void> {
     try {
       await this.kill(name, processId);
@@ -620,17 +630,20 @@ async function toRequestError(res: Response): Promise<SandboxRequestError> {
   const text = await res.text();
   let code = "";
   let message = "";
+  let written: number | undefined;
   try {
     const err = field(JSON.parse(text), "error");
     code = str(field(err, "code"));
     message = str(field(err, "message"));
+    const w = field(err, "written");
+    if (typeof w === "number" && Number.isSafeInteger(w) && w >= 0) written = w;
   } catch {
     // Not our error body (a proxy's page, say): keep the status alone.
   }
   if (!code) code = `http_${res.status}`;
   if (!message) message = `HTTP ${res.status}${res.statusText ? ` ${res.statusText}` : ""}`;
   if (res.status === 409 && code === "not_enabled") return new SandboxNotEnabledError(message);
-  return new SandboxRequestError(res.status, code, message);
+  return new SandboxRequestError(res.status, code, message, written);
 }
 
 function badResponse(what: string): SandboxRequestError {
@@ -761,6 +774,11 @@ function toStatus(body: unknown): ProcessStatus {
   const exitedAt = field(body, "exitedAt");
   if (typeof exitCode === "number") status.exitCode = exitCode;
   if (typeof exitedAt === "string") status.exitedAt = exitedAt;
+  if (field(body, "exec") === true) {
+    status.exec = true;
+    status.timedOut = field(body, "timedOut") === true;
+    status.truncated = field(body, "truncated") === true;
+  }
   return status;
 }
 

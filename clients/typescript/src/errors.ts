@@ -14,12 +14,18 @@ export class SandboxRequestError extends Error {
   readonly status: number;
   /** Machine-readable code from the server's error body (`sandbox_not_found`, `file_not_found`, `cap_reached`, ...). */
   readonly code: string;
+  /**
+   * On a 408 `timeout` of `stdin`: how many bytes of the data reached the
+   * process (the rest was discarded; resume from there). Absent otherwise.
+   */
+  readonly written?: number;
 
-  constructor(status: number, code: string, message: string) {
+  constructor(status: number, code: string, message: string, written?: number) {
     super(message);
     this.name = "SandboxRequestError";
     this.status = status;
     this.code = code;
+    if (written !== undefined) this.written = written;
   }
 }
 

@@ -73,6 +73,15 @@ export interface ProcessStatus {
   startedAt: string;
   /** Absent while running. */
   exitedAt?: string;
+  /**
+   * Beyond the documented client: `true` on the record of an `exec` whose
+   * answer was lost (the server went away while it ran); absent otherwise.
+   */
+  exec?: true;
+  /** On an exec's record: what its `ExecResult` would have said. */
+  timedOut?: boolean;
+  /** On an exec's record: output was cut at 1 MiB. */
+  truncated?: boolean;
 }
 
 export interface ProcessOutput extends ProcessStatus {

@@ -153,6 +153,17 @@ describe("processes", { skip: skipReason("tiny") }, () => {
     await sandboxes.kill(name, closed.processId);
   });
 
+  it("a stdin write the process does not take in time: 408 with the bytes written", async () => {
+    const proc = await sandboxes.spawn(name, { command: ["sleep", "60"], stdin: true });
+    const data = new Uint8Array(1 << 20).fill(0x61);
+    const err = await sandboxes.stdin(name, proc.processId, data).catch((e) => e);
+    assert.ok(err instanceof SandboxRequestError, String(err));
+    assert.equal(err.status, 408);
+    assert.equal(err.code, "timeout");
+    assert.ok(Number.isInteger(err.written) && err.written < data.length, `written ${err.written}`);
+    await sandboxes.kill(name, proc.processId);
+  });
+
   it("a command that cannot start is a result, not an exception", async () => {
     const r = await sandboxes.exec(name, { command: ["/no/such/binary"] });
     assert.notEqual(r.exitCode, 0);

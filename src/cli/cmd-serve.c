@@ -249,6 +249,7 @@ int cmd_serve(int argc, char **argv)
                 .pool_size = s.pool_size,
                 .limits = { .memory_bytes = (uint64_t)s.memory_limit,
                             .pids = (uint64_t)s.pids_limit,
+                            .nofile = (uint32_t)s.max_open_files,
                             .cpu_shares = (uint64_t)s.cpu_shares,
                             .tmp_bytes = (uint64_t)s.tmp_size,
                             .disk_bytes = (uint64_t)s.disk_limit,

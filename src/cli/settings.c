@@ -19,10 +19,14 @@ struct option_def {
         unsigned groups;
         const char *def;  /* default as text; NULL = unset */
         const char *help;
+        int64_t min, max; /* K_INT / K_SIZE bounds; both 0 = none */
 };
 
 #define OFF(f) offsetof(struct settings, f)
 
+/* Entries without bounds leave min and max out (zero). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const struct option_def defs[] = {
         { "state", K_STR, OFF(state), SET_COMMON, "/var/lib/sandboxd",
           "state directory (store, keys, sandboxes); env SANDBOXD_STATE" },
@@ -63,6 +67,8 @@ static const struct option_def defs[] = {
           "memory per sandbox (0 = unlimited)" },
         { "pids_limit", K_INT, OFF(pids_limit), SET_SERVE, "1024",
           "processes per sandbox (0 = unlimited)" },
+        { "max_open_files", K_INT, OFF(max_open_files), SET_SERVE, "4096",
+          "open files per sandbox process (RLIMIT_NOFILE, soft = hard)", 64, 1048576 },
         { "cpu_shares", K_INT, OFF(cpu_shares), SET_SERVE, "1024", "relative CPU weight per sandbox" },
         { "tmp_size", K_SIZE, OFF(tmp_size), SET_SERVE, "256M", "size of each sandbox's /tmp" },
         { "disk_limit", K_SIZE, OFF(disk_limit), SET_SERVE, "10G",
@@ -92,6 +98,7 @@ static const struct option_def defs[] = {
         { "public_keys", K_STR, OFF(public_keys), SET_SERVE, NULL,
           "external issuers' PEM public keys (P-256: ES256, Ed25519: EdDSA), comma-separated" },
 };
+#pragma GCC diagnostic pop
 
 static int parse_size(const char *s, int64_t *ret)
 {
@@ -165,6 +172,12 @@ static int set_value(struct settings *s, const struct option_def *d, const char 
                 else
                         r = -EINVAL;
                 break;
+        }
+        if (r == 0 && (d->min || d->max) &&
+            (*(int64_t *)field < d->min || *(int64_t *)field > d->max)) {
+                fprintf(stderr, "sandboxd: %s must be %lld to %lld, not '%s'\n", d->key,
+                        (long long)d->min, (long long)d->max, v);
+                return -ERANGE;
         }
         if (r < 0)
                 fprintf(stderr, "sandboxd: bad value '%s' for %s\n", v, d->key);
@@ -392,6 +405,8 @@ void settings_usage(unsigned groups)
                 for (size_t j = 0; j <= n; j++)
                         flag[j] = d->key[j] == '_' ? '-' : d->key[j];
                 printf("  --%-24s %s", flag, d->help);
+                if (d->min || d->max)
+                        printf(" (%lld-%lld)", (long long)d->min, (long long)d->max);
                 if (d->def)
                         printf(" [%s]", d->def);
                 printf("\n");

@@ -34,6 +34,7 @@ struct settings {
         int64_t uid_base;
         int64_t memory_limit;
         int64_t pids_limit;
+        int64_t max_open_files;    /* RLIMIT_NOFILE of sandbox processes */
         int64_t cpu_shares;
         int64_t tmp_size;
         int64_t disk_limit;        /* writable layer cap; 0 = none */

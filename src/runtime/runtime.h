@@ -51,7 +51,7 @@ struct rt_limits {
         uint64_t disk_bytes; /* writable layer cap (ext4 image), >= 16 MiB; taken at the
                                 sandbox's first start and kept */
         uint32_t network;    /* enum rt_network */
-        uint32_t reserved;
+        uint32_t nofile;     /* RLIMIT_NOFILE of every workload process, soft = hard */
 };
 
 struct rt_spec {

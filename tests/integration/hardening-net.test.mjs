@@ -87,7 +87,7 @@ const instanceOf = (d) => readFileSync(join(d.state, "instance-id"), "utf8").tri
 const hostUid = async (c, name) => (await c.sh(name, "cat /proc/self/uid_map")).stdout.trim().split(/\s+/)[1];
 const nameserver = async (c, name) => (await c.sh(name, "cat /etc/resolv.conf")).stdout.match(/^nameserver (\S+)$/m)[1];
 
-test("sockets: one sandbox's open files and socket buffers are capped; a neighbour still resolves", async () => {
+test("sockets: one sandbox's open files and socket buffers are capped; a neighbour still resolves", async (t) => {
   const up = await fakeDns();
   // The default max_open_files; a small memory limit, which also bounds
   // what the sandbox's sockets may hold.
@@ -99,6 +99,7 @@ test("sockets: one sandbox's open files and socket buffers are capped; a neighbo
     // 256 MiB in all: twice the memory limit.
     const id = await spawnProc(c, "hog", ["/workspace/nethog", "sockets", "2", "256"]);
     const r = await firstLine(c, "hog", id);
+    t.diagnostic(JSON.stringify(r));
     assert.equal(r.error, "EMFILE", JSON.stringify(r));
     assert.equal(r.nofileHard, 4096, JSON.stringify(r));
     assert.equal(r.nofileSoft, 4096, JSON.stringify(r));

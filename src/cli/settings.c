@@ -22,6 +22,9 @@ struct option_def {
         int64_t min, max; /* K_INT / K_SIZE bounds; both 0 = none */
 };
 
+/* A default of "auto": the daemon picks the value (K_INT: stored as -1). */
+#define AUTO "auto"
+
 #define OFF(f) offsetof(struct settings, f)
 
 /* Entries without bounds leave min and max out (zero). */
@@ -61,8 +64,14 @@ static const struct option_def defs[] = {
           "largest file one PUT {endpoint}/files may write" },
         { "max_connections", K_INT, OFF(max_connections), SET_SERVE, "1024",
           "concurrent HTTP connections" },
-        { "uid_base", K_INT, OFF(uid_base), SET_SERVE, "1073741824",
-          "first host uid of the per-sandbox id ranges (65536 ids each)" },
+        { "uid_base", K_INT, OFF(uid_base), SET_SERVE, AUTO,
+          "first host uid of the per-sandbox id ranges, 65536 ids each (auto: what this state "
+          "dir used last, else a range no other sandboxd of this host holds)",
+          65536, 4294901760 },
+        { "max_sandboxes", K_INT, OFF(max_sandboxes), SET_SERVE, "1024",
+          "sandboxes this daemon holds at once; sizes the uid range it claims (x 65536 ids) and "
+          "an auto net_range (x 4 addresses)",
+          1, 16384 },
         { "memory_limit", K_SIZE, OFF(memory_limit), SET_SERVE, "2G",
           "memory per sandbox (0 = unlimited)" },
         { "pids_limit", K_INT, OFF(pids_limit), SET_SERVE, "1024",
@@ -75,12 +84,15 @@ static const struct option_def defs[] = {
           "cap on each sandbox's files (sparse ext4 image, made at its first start; 0 = none)" },
         { "network", K_STR, OFF(network), SET_SERVE, "nat",
           "nat (outside only: never the host, private or link-local ranges) or none (loopback)" },
-        { "net_range", K_STR, OFF(net_range), SET_SERVE, "10.200.0.0/16",
-          "IPv4 range of the nat sandboxes' veth pairs, one /30 each" },
+        { "net_range", K_STR, OFF(net_range), SET_SERVE, AUTO,
+          "IPv4 range of the nat sandboxes' veth pairs, one /30 each (auto: what this state dir "
+          "used last, else a free block of 10.200.0.0/14)" },
         { "dns", K_STR, OFF(dns), SET_SERVE, NULL,
           "nameservers of nat sandboxes, comma-separated public IPv4 (default: the host's public ones)" },
-        { "dns_port", K_INT, OFF(dns_port), SET_SERVE, "10053",
-          "port of the DNS forwarder for nat sandboxes when the host has no public resolver (0 = off)" },
+        { "dns_port", K_INT, OFF(dns_port), SET_SERVE, AUTO,
+          "port of the DNS forwarder for nat sandboxes when the host has no public resolver "
+          "(0 = off, auto = any free port)",
+          0, 65535 },
         { "dns_upstream", K_STR, OFF(dns_upstream), SET_SERVE, NULL,
           "where the forwarder sends queries, \"a,b:port\" (default: the host's nameservers)" },
         { "pool_size", K_INT, OFF(pool_size), SET_SERVE, "2",
@@ -138,6 +150,10 @@ static int set_value(struct settings *s, const struct option_def *d, const char 
 {
         void *field = (char *)s + d->offset;
         int r = 0;
+        if (d->kind == K_INT && d->def && !strcmp(d->def, AUTO) && !strcmp(v, AUTO)) {
+                *(int64_t *)field = -1;
+                return 0;
+        }
         switch (d->kind) {
         case K_STR: {
                 char *copy = strdup(v);

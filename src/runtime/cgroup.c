@@ -4,6 +4,7 @@
  * See cgroup.h for the layout. */
 #include "cgroup.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/magic.h>
@@ -595,4 +596,31 @@ int cg_remove(const struct cg_layout *l, uint64_t id, struct sbx_error *err)
                 }
         }
         return ret;
+}
+
+bool cg_any_populated(const struct cg_layout *l)
+{
+        char p[CG_PATH_MAX], text[256];
+        /* v2 counts the whole subtree in cgroup.events. */
+        if (l->v2[0]) {
+                snprintf(p, sizeof(p), "%s/%s/cgroup.events", l->v2, l->root);
+                ssize_t n = cg_read(p, text, sizeof(text));
+                if (n < 0)
+                        return n != -ENOENT;
+                return kv_lookup(text, "populated") != 0;
+        }
+        /* v1 only: every sb-* directory of one hierarchy. */
+        const char *mnt = cg1_any(l);
+        snprintf(p, sizeof(p), "%s/%s", mnt ? mnt : "", l->root);
+        DIR *d = mnt ? opendir(p) : NULL;
+        if (!d)
+                return mnt && errno != ENOENT;
+        bool any = false;
+        struct dirent *de;
+        uint64_t id;
+        while (!any && (de = readdir(d)))
+                if (sscanf(de->d_name, "sb-%" SCNu64, &id) == 1)
+                        any = cg_dir_populated(l, mnt, id, false);
+        closedir(d);
+        return any;
 }

@@ -247,13 +247,36 @@ static int udp_socket(uint16_t port, struct sbx_error *err)
         return fd;
 }
 
-int dns_forwarder_start(const struct ns_net_cfg *net, uint16_t port, const char *upstream,
-                        struct dns_forwarder **ret, struct sbx_error *err)
+int dns_forwarder_open(uint16_t port, struct dns_forwarder **ret, uint16_t *ret_port,
+                       struct sbx_error *err)
 {
         struct dns_forwarder *f = calloc(1, sizeof(*f));
         if (!f)
                 return sbx_error_set(err, ENOMEM, "dns forwarder");
         f->sock = f->up = f->wake[0] = f->wake[1] = -1;
+        int r = 0;
+        struct sockaddr_in a;
+        socklen_t al = sizeof(a);
+        if ((f->sock = udp_socket(port, err)) < 0)
+                r = f->sock;
+        else if (getsockname(f->sock, (struct sockaddr *)&a, &al) < 0)
+                r = sbx_error_set(err, errno, "dns forwarder: getsockname");
+        if (r == 0 && (f->up = udp_socket(0, err)) < 0)
+                r = f->up;
+        if (r == 0 && pipe2(f->wake, O_CLOEXEC) < 0)
+                r = sbx_error_set(err, errno, "pipe");
+        if (r < 0) {
+                dns_forwarder_stop(f);
+                return r;
+        }
+        *ret_port = ntohs(a.sin_port);
+        *ret = f;
+        return 0;
+}
+
+int dns_forwarder_start(struct dns_forwarder *f, const struct ns_net_cfg *net, const char *upstream,
+                        struct sbx_error *err)
+{
         f->net = net->base;
         f->mask = ~0U << (32 - net->prefix);
         char hosts[512];
@@ -264,29 +287,19 @@ int dns_forwarder_start(const struct ns_net_cfg *net, uint16_t port, const char 
         int r = parse_upstreams(f, upstream, err);
         if (r == 0 && f->nup == 0)
                 r = sbx_error_set(err, ENOENT, "dns forwarder: the host has no IPv4 nameserver");
-        if (r == 0 && (f->sock = udp_socket(port, err)) < 0)
-                r = f->sock;
-        if (r == 0 && (f->up = udp_socket(0, err)) < 0)
-                r = f->up;
-        if (r == 0 && pipe2(f->wake, O_CLOEXEC) < 0)
-                r = sbx_error_set(err, errno, "pipe");
-        if (r == 0) {
-                /* The daemon takes its signals with sigwait(); this thread
-                 * must never be the one they are delivered to. */
-                sigset_t all, old;
-                sigfillset(&all);
-                pthread_sigmask(SIG_BLOCK, &all, &old);
-                r = -pthread_create(&f->thread, NULL, forwarder_main, f);
-                pthread_sigmask(SIG_SETMASK, &old, NULL);
-                if (r < 0)
-                        sbx_error_set(err, -r, "dns forwarder thread");
-        }
+        if (r < 0)
+                return r;
+        /* The daemon takes its signals with sigwait(); this thread must
+         * never be the one they are delivered to. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        r = -pthread_create(&f->thread, NULL, forwarder_main, f);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (r < 0) {
                 f->thread = 0;
-                dns_forwarder_stop(f);
-                return r;
+                return sbx_error_set(err, -r, "dns forwarder thread");
         }
-        *ret = f;
         return 0;
 }
 

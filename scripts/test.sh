@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-EXTRA_PACKAGES="clang libclang-rt-14-dev bubblewrap runc" ./scripts/setup.sh || exit 1
+EXTRA_PACKAGES="clang libclang-rt-14-dev bubblewrap runc strace" ./scripts/setup.sh || exit 1
 
 if [ ! -f build-asan/build.ninja ]; then
         meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false >/dev/null || exit 1

@@ -168,6 +168,7 @@ int cmd_serve(int argc, char **argv)
         struct rt *rt = NULL;
         struct manager *mgr = NULL;
         struct api api = { 0 };
+        struct rt_claim claim = { .fd = -1 };
         struct keys_external_config ext;
         _cleanup_free_ char *pubkeys_copy = NULL;
         _cleanup_free_ const char **pubkeys = NULL;
@@ -212,13 +213,29 @@ int cmd_serve(int argc, char **argv)
                 log_error("network must be nat or none, not `%s`", s.network);
                 goto out;
         }
-        if (s.dns_port < 0 || s.dns_port > 65535) {
-                log_error("dns_port must be 0 (off) to 65535");
+        /* The host-wide ranges, claimed against every other sandboxd of
+         * this host for as long as this one runs. */
+        char state_abs[PATH_MAX];
+        if (!realpath(s.state, state_abs)) {
+                log_error("state dir %s: %s", s.state, strerror(errno));
                 goto out;
         }
+        struct rt_claim_want want = { .state_dir = state_abs, .instance = inst,
+                                      .uid_base = s.uid_base,
+                                      .uid_count = (uint32_t)s.max_sandboxes * 65536u,
+                                      .net_range = nat ? s.net_range : NULL,
+                                      .net_slots = (uint32_t)s.max_sandboxes };
+        if (rt_claim_take(&want, &claim, &err) < 0) {
+                log_error("%s", err.msg);
+                goto out;
+        }
+        log_info("instance %s: uids %u-%u%s%s", inst, claim.uid_base,
+                 claim.uid_base + (claim.uid_count - 1), nat ? ", net_range " : "",
+                 nat ? claim.net_range : "");
         struct rt_config rtc = { .init_path = init_path, .cgroup_root = cgroot,
-                                 .net_range = nat ? s.net_range : NULL, .dns = s.dns,
-                                 .dns_port = (uint16_t)s.dns_port,
+                                 .instance = inst,
+                                 .net_range = nat ? claim.net_range : NULL, .dns = s.dns,
+                                 .dns_port = (int32_t)s.dns_port,
                                  .dns_upstream = s.dns_upstream };
         /* Before any thread exists: the runtime forks its helper here. */
         if (rt_open(&rtc, &rt, &err) < 0) {
@@ -240,7 +257,8 @@ int cmd_serve(int argc, char **argv)
                 .state_dir = s.state,
                 .images_dir = s.images,
                 .default_image = s.default_image,
-                .uid_base = (uint32_t)s.uid_base,
+                .uid_base = claim.uid_base,
+                .max_sandboxes = (uint32_t)s.max_sandboxes,
                 .idle_timeout_ms = s.idle_timeout_ms,
                 .suspended_ttl_ms = s.suspended_ttl_ms,
                 .max_age_ms = s.max_age_ms,
@@ -249,15 +267,12 @@ int cmd_serve(int argc, char **argv)
                 .pool_size = s.pool_size,
                 .limits = { .memory_bytes = (uint64_t)s.memory_limit,
                             .pids = (uint64_t)s.pids_limit,
+                            .nofile = (uint32_t)s.max_open_files,
                             .cpu_shares = (uint64_t)s.cpu_shares,
                             .tmp_bytes = (uint64_t)s.tmp_size,
                             .disk_bytes = (uint64_t)s.disk_limit,
                             .network = nat ? RT_NET_NAT : RT_NET_NONE },
         };
-        if (s.uid_base < 65536 || s.uid_base > (int64_t)UINT32_MAX - (int64_t)65536 * 16384) {
-                log_error("uid_base %lld out of range", (long long)s.uid_base);
-                goto out;
-        }
         if (mgr_open(&mc, st, rt, &mgr, &err) < 0) {
                 log_error("manager: %s", err.msg);
                 goto out;
@@ -312,7 +327,11 @@ int cmd_serve(int argc, char **argv)
 out:
         api_stop(&api);
         mgr_close(mgr);
+        /* The claim stays recorded while sandboxes of this instance run on
+         * (they outlive the daemon); no other daemon picks it by itself. */
+        bool alive = !rt || rt_any_alive(rt);
         rt_close(rt);
+        rt_claim_release(&claim, !alive);
         if (api.keys)
                 keyring_free(api.keys);
         else if (keys)

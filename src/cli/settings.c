@@ -19,10 +19,17 @@ struct option_def {
         unsigned groups;
         const char *def;  /* default as text; NULL = unset */
         const char *help;
+        int64_t min, max; /* K_INT / K_SIZE bounds; both 0 = none */
 };
+
+/* A default of "auto": the daemon picks the value (K_INT: stored as -1). */
+#define AUTO "auto"
 
 #define OFF(f) offsetof(struct settings, f)
 
+/* Entries without bounds leave min and max out (zero). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const struct option_def defs[] = {
         { "state", K_STR, OFF(state), SET_COMMON, "/var/lib/sandboxd",
           "state directory (store, keys, sandboxes); env SANDBOXD_STATE" },
@@ -58,27 +65,39 @@ static const struct option_def defs[] = {
         { "max_connections", K_INT, OFF(max_connections), SET_SERVE, "1024",
           "concurrent HTTP connections" },
         { "max_connections_per_ip", K_INT, OFF(max_connections_per_ip), SET_SERVE, NULL,
-          "concurrent HTTP connections from one client address (default a quarter of max_connections)" },
+          "concurrent HTTP connections from one client address (default a quarter of max_connections)",
+          1, 1048576 },
         { "request_head_timeout", K_DURATION, OFF(request_head_timeout_ms), SET_SERVE, "10s",
           "close a connection whose request line and headers take longer than this (0 = never)" },
-        { "uid_base", K_INT, OFF(uid_base), SET_SERVE, "1073741824",
-          "first host uid of the per-sandbox id ranges (65536 ids each)" },
+        { "uid_base", K_INT, OFF(uid_base), SET_SERVE, AUTO,
+          "first host uid of the per-sandbox id ranges, 65536 ids each (auto: what this state "
+          "dir used last, else a range no other sandboxd of this host holds)",
+          65536, 4294901760 },
+        { "max_sandboxes", K_INT, OFF(max_sandboxes), SET_SERVE, "1024",
+          "sandboxes this daemon holds at once; sizes the uid range it claims (x 65536 ids) and "
+          "an auto net_range (x 4 addresses)",
+          1, 16384 },
         { "memory_limit", K_SIZE, OFF(memory_limit), SET_SERVE, "2G",
           "memory per sandbox (0 = unlimited)" },
         { "pids_limit", K_INT, OFF(pids_limit), SET_SERVE, "1024",
           "processes per sandbox (0 = unlimited)" },
+        { "max_open_files", K_INT, OFF(max_open_files), SET_SERVE, "4096",
+          "open files per sandbox process (RLIMIT_NOFILE, soft = hard)", 64, 1048576 },
         { "cpu_shares", K_INT, OFF(cpu_shares), SET_SERVE, "1024", "relative CPU weight per sandbox" },
         { "tmp_size", K_SIZE, OFF(tmp_size), SET_SERVE, "256M", "size of each sandbox's /tmp" },
         { "disk_limit", K_SIZE, OFF(disk_limit), SET_SERVE, "10G",
           "cap on each sandbox's files (sparse ext4 image, made at its first start; 0 = none)" },
         { "network", K_STR, OFF(network), SET_SERVE, "nat",
           "nat (outside only: never the host, private or link-local ranges) or none (loopback)" },
-        { "net_range", K_STR, OFF(net_range), SET_SERVE, "10.200.0.0/16",
-          "IPv4 range of the nat sandboxes' veth pairs, one /30 each" },
+        { "net_range", K_STR, OFF(net_range), SET_SERVE, AUTO,
+          "IPv4 range of the nat sandboxes' veth pairs, one /30 each (auto: what this state dir "
+          "used last, else a free block of 10.200.0.0/14)" },
         { "dns", K_STR, OFF(dns), SET_SERVE, NULL,
           "nameservers of nat sandboxes, comma-separated public IPv4 (default: the host's public ones)" },
-        { "dns_port", K_INT, OFF(dns_port), SET_SERVE, "10053",
-          "port of the DNS forwarder for nat sandboxes when the host has no public resolver (0 = off)" },
+        { "dns_port", K_INT, OFF(dns_port), SET_SERVE, AUTO,
+          "port of the DNS forwarder for nat sandboxes when the host has no public resolver "
+          "(0 = off, auto = any free port)",
+          0, 65535 },
         { "dns_upstream", K_STR, OFF(dns_upstream), SET_SERVE, NULL,
           "where the forwarder sends queries, \"a,b:port\" (default: the host's nameservers)" },
         { "pool_size", K_INT, OFF(pool_size), SET_SERVE, "2",
@@ -96,6 +115,7 @@ static const struct option_def defs[] = {
         { "public_keys", K_STR, OFF(public_keys), SET_SERVE, NULL,
           "external issuers' PEM public keys (P-256: ES256, Ed25519: EdDSA), comma-separated" },
 };
+#pragma GCC diagnostic pop
 
 static int parse_size(const char *s, int64_t *ret)
 {
@@ -135,6 +155,10 @@ static int set_value(struct settings *s, const struct option_def *d, const char 
 {
         void *field = (char *)s + d->offset;
         int r = 0;
+        if (d->kind == K_INT && d->def && !strcmp(d->def, AUTO) && !strcmp(v, AUTO)) {
+                *(int64_t *)field = -1;
+                return 0;
+        }
         switch (d->kind) {
         case K_STR: {
                 char *copy = strdup(v);
@@ -169,6 +193,12 @@ static int set_value(struct settings *s, const struct option_def *d, const char 
                 else
                         r = -EINVAL;
                 break;
+        }
+        if (r == 0 && (d->min || d->max) &&
+            (*(int64_t *)field < d->min || *(int64_t *)field > d->max)) {
+                fprintf(stderr, "sandboxd: %s must be %lld to %lld, not '%s'\n", d->key,
+                        (long long)d->min, (long long)d->max, v);
+                return -ERANGE;
         }
         if (r < 0)
                 fprintf(stderr, "sandboxd: bad value '%s' for %s\n", v, d->key);
@@ -396,6 +426,8 @@ void settings_usage(unsigned groups)
                 for (size_t j = 0; j <= n; j++)
                         flag[j] = d->key[j] == '_' ? '-' : d->key[j];
                 printf("  --%-24s %s", flag, d->help);
+                if (d->min || d->max)
+                        printf(" (%lld-%lld)", (long long)d->min, (long long)d->max);
                 if (d->def)
                         printf(" [%s]", d->def);
                 printf("\n");

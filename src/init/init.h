@@ -128,7 +128,7 @@ struct init_ctx {
         bool listen_paused;
         int64_t listen_resume_us;
         struct watch listen_w, sig_w;
-        struct rlimit child_nofile; /* the soft limit children get back */
+        struct rlimit child_nofile; /* children's limit: the original soft one, as both */
         bool restore_nofile;
 
         struct conn *conns;

@@ -181,12 +181,15 @@ static int setup(struct init_ctx *ctx, int listen_fd, const char *listen_path)
          * the threshold and keeping them in a heap that never shrinks. */
         mallopt(M_MMAP_THRESHOLD, 128 * 1024);
         /* Room for INIT_MAX_CONNS connections and every process's pipes;
-         * children get the original soft limit back. */
+         * children get the original soft limit back, as their soft and hard
+         * limit: the runtime's open-file cap (max_open_files), which they
+         * cannot raise. */
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-                ctx->child_nofile = rl;
+                ctx->child_nofile = (struct rlimit){rl.rlim_cur, rl.rlim_cur};
+                ctx->restore_nofile = rl.rlim_max != rl.rlim_cur;
                 rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? 65536 : MIN(rl.rlim_max, 65536);
-                if (rl.rlim_cur > ctx->child_nofile.rlim_cur && setrlimit(RLIMIT_NOFILE, &rl) == 0)
-                        ctx->restore_nofile = true;
+                if (rl.rlim_cur > ctx->child_nofile.rlim_cur)
+                        setrlimit(RLIMIT_NOFILE, &rl);
         }
         if ((r = setup_signals(ctx)) < 0)
                 return r;

@@ -108,7 +108,8 @@ static void remove_locked(struct manager *m, struct sandbox *sb)
 
 static int alloc_slot_locked(struct manager *m, uint32_t *ret)
 {
-        for (uint32_t i = 0; i < MAX_SLOTS; i++)
+        uint32_t n = m->cfg.max_sandboxes ? MIN(m->cfg.max_sandboxes, MAX_SLOTS) : MAX_SLOTS;
+        for (uint32_t i = 0; i < n; i++)
                 if (!(m->slots[i / 8] & (1u << (i % 8)))) {
                         m->slots[i / 8] |= (uint8_t)(1u << (i % 8));
                         *ret = i;
@@ -430,7 +431,7 @@ static int create_entry_locked(struct manager *m, const struct mgr_caller *c, co
         rec.state = SBX_STOPPED;
         rec.created_at = rec.last_active_at = rec.state_since = now_ms();
         if (alloc_slot_locked(m, &rec.slot) < 0)
-                return sbx_error_say(err, EDQUOT, "no free uid range on this host"), -EDQUOT;
+                return sbx_error_say(err, EDQUOT, "max_sandboxes reached on this daemon"), -EDQUOT;
         if (store_sandbox_insert(m->store, &rec, err) < 0) {
                 m->slots[rec.slot / 8] &= (uint8_t)~(1u << (rec.slot % 8));
                 return -EAGAIN;

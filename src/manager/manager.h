@@ -31,6 +31,7 @@ struct mgr_config {
         const char *images_dir;
         const char *default_image;
         uint32_t uid_base;
+        uint32_t max_sandboxes;     /* slots: uid ranges of 65536 from uid_base */
         int64_t idle_timeout_ms;
         int64_t suspended_ttl_ms;
         int64_t max_age_ms;

@@ -54,3 +54,5 @@ int cg_remove(const struct cg_layout *l, uint64_t id, struct sbx_error *err);
 
 /* Whether any process of the sandbox is alive. */
 bool cg_populated(const struct cg_layout *l, uint64_t id);
+/* Whether any sandbox under the root is (true when it cannot tell). */
+bool cg_any_populated(const struct cg_layout *l);

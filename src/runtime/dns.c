@@ -10,7 +10,10 @@
  * range and only if it looks like a DNS query; it gets a fresh transaction
  * id towards the upstream (so sandboxes cannot collide or spoof each
  * other's answers), and the answer goes back with the original id. Pending
- * queries are bounded and time out. No TCP: answers that need it come back
+ * queries are bounded and time out: DNS_MAX_PENDING in all, and at most
+ * DNS_MAX_PER_CLIENT per source address, so a sandbox that floods the
+ * forwarder with queries nobody answers fills only its own quota and its
+ * neighbours keep resolving. No TCP: answers that need it come back
  * truncated, and resolv.conf asks for EDNS0 so they rarely do. */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -27,6 +30,7 @@
 #include "ns.h"
 
 #define DNS_MAX_PENDING 1024
+#define DNS_MAX_PER_CLIENT 64 /* a resolver retries; 64 in flight is plenty */
 #define DNS_TIMEOUT_MS 5000
 #define DNS_MAX_PACKET 4096
 #define DNS_MAX_UPSTREAMS 3
@@ -40,10 +44,10 @@ struct pending {
 };
 
 struct dns_forwarder {
-        int sock;                    /* queries from sandboxes (redirected here) */
-        int up;                      /* towards the upstreams */
-        int wake[2];                 /* stop */
-        uint32_t net, mask;          /* the sandbox range, host byte order */
+        int sock;           /* queries from sandboxes (redirected here) */
+        int up;             /* towards the upstreams */
+        int wake[2];        /* stop */
+        uint32_t net, mask; /* the sandbox range, host byte order */
         struct sockaddr_in upstreams[DNS_MAX_UPSTREAMS];
         int nup;
         struct pending pending[DNS_MAX_PENDING];
@@ -75,7 +79,8 @@ static int parse_upstreams(struct dns_forwarder *f, const char *list, struct sbx
                         char *end;
                         unsigned long p = strtoul(colon + 1, &end, 10);
                         if (*end || p == 0 || p > 65535)
-                                return sbx_error_set(err, EINVAL, "dns upstream port `%s`", colon + 1);
+                                return sbx_error_set(err, EINVAL, "dns upstream port `%s`",
+                                                     colon + 1);
                         port = (unsigned)p;
                 }
                 struct sockaddr_in *a = &f->upstreams[f->nup];
@@ -83,7 +88,8 @@ static int parse_upstreams(struct dns_forwarder *f, const char *list, struct sbx
                 a->sin_family = AF_INET;
                 a->sin_port = htons((uint16_t)port);
                 if (inet_pton(AF_INET, t, &a->sin_addr) != 1)
-                        return sbx_error_set(err, EINVAL, "dns upstream `%s` is not an IPv4 address", t);
+                        return sbx_error_set(err, EINVAL,
+                                             "dns upstream `%s` is not an IPv4 address", t);
                 f->nup++;
         }
         return 0;
@@ -112,12 +118,30 @@ static void host_upstreams(char *out, size_t len)
         }
 }
 
-static struct pending *find_slot(struct dns_forwarder *f, int64_t now)
+static bool live(const struct pending *p, int64_t now)
 {
-        for (size_t i = 0; i < DNS_MAX_PENDING; i++)
-                if (!f->pending[i].used || f->pending[i].expires < now)
-                        return &f->pending[i];
-        return NULL;
+        return p->used && p->expires >= now;
+}
+
+/* A free slot for a query from `client`, or NULL when the table is full or
+ * the client already has DNS_MAX_PER_CLIENT queries pending. Clients are
+ * told apart by address only: a sandbox has one, whatever its ports. */
+static struct pending *find_slot(struct dns_forwarder *f, const struct sockaddr_in *client,
+                                 int64_t now)
+{
+        struct pending *free_slot = NULL;
+        unsigned mine = 0;
+        for (size_t i = 0; i < DNS_MAX_PENDING; i++) {
+                struct pending *p = &f->pending[i];
+                if (!live(p, now)) {
+                        if (!free_slot)
+                                free_slot = p;
+                } else if (p->client.sin_addr.s_addr == client->sin_addr.s_addr &&
+                           ++mine >= DNS_MAX_PER_CLIENT) {
+                        return NULL;
+                }
+        }
+        return free_slot;
 }
 
 static void on_query(struct dns_forwarder *f)
@@ -125,24 +149,24 @@ static void on_query(struct dns_forwarder *f)
         uint8_t pkt[DNS_MAX_PACKET];
         struct sockaddr_in from;
         socklen_t fl = sizeof(from);
-        ssize_t n = recvfrom(f->sock, pkt, sizeof(pkt), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+        ssize_t n =
+            recvfrom(f->sock, pkt, sizeof(pkt), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
         /* A DNS header is 12 bytes; QR must be 0 (a query). */
         if (n < 12 || fl != sizeof(from) || from.sin_family != AF_INET || (pkt[2] & 0x80))
                 return;
         if ((ntohl(from.sin_addr.s_addr) & f->mask) != f->net)
                 return; /* not from a sandbox: never an open resolver */
         int64_t now = mono_ms();
-        struct pending *p = find_slot(f, now);
+        struct pending *p = find_slot(f, &from, now);
         if (!p)
-                return; /* full: the client retries */
+                return; /* full, or over its quota: the client retries */
         uint16_t id;
         bool clash;
         do {
                 id = rand16();
                 clash = false;
                 for (size_t i = 0; i < DNS_MAX_PENDING && !clash; i++)
-                        clash = f->pending[i].used && f->pending[i].expires >= now &&
-                                f->pending[i].upstream_id == id;
+                        clash = live(&f->pending[i], now) && f->pending[i].upstream_id == id;
         } while (clash);
         p->used = true;
         p->client_id = (uint16_t)(pkt[0] << 8 | pkt[1]);
@@ -174,7 +198,7 @@ static void on_answer(struct dns_forwarder *f)
         int64_t now = mono_ms();
         for (size_t i = 0; i < DNS_MAX_PENDING; i++) {
                 struct pending *p = &f->pending[i];
-                if (!p->used || p->upstream_id != id || p->expires < now)
+                if (!live(p, now) || p->upstream_id != id)
                         continue;
                 pkt[0] = (uint8_t)(p->client_id >> 8);
                 pkt[1] = (uint8_t)p->client_id;
@@ -190,9 +214,9 @@ static void *forwarder_main(void *arg)
         struct dns_forwarder *f = arg;
         for (;;) {
                 struct pollfd pfd[3] = {
-                        {.fd = f->sock, .events = POLLIN},
-                        {.fd = f->up, .events = POLLIN},
-                        {.fd = f->wake[0], .events = POLLIN},
+                    {.fd = f->sock, .events = POLLIN},
+                    {.fd = f->up, .events = POLLIN},
+                    {.fd = f->wake[0], .events = POLLIN},
                 };
                 if (poll(pfd, 3, 1000) < 0)
                         continue;
@@ -213,8 +237,8 @@ static int udp_socket(uint16_t port, struct sbx_error *err)
         /* Any address: the nftables redirect delivers queries to the
          * address of the sandbox's host-side interface. on_query() drops
          * whatever does not come from the sandbox range. */
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
-                                .sin_addr.s_addr = htonl(INADDR_ANY)};
+        struct sockaddr_in a = {
+            .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_ANY)};
         if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
                 int r = sbx_error_set(err, errno, "dns forwarder: bind port %u", port);
                 close(fd);
@@ -223,13 +247,36 @@ static int udp_socket(uint16_t port, struct sbx_error *err)
         return fd;
 }
 
-int dns_forwarder_start(const struct ns_net_cfg *net, uint16_t port, const char *upstream,
-                        struct dns_forwarder **ret, struct sbx_error *err)
+int dns_forwarder_open(uint16_t port, struct dns_forwarder **ret, uint16_t *ret_port,
+                       struct sbx_error *err)
 {
         struct dns_forwarder *f = calloc(1, sizeof(*f));
         if (!f)
                 return sbx_error_set(err, ENOMEM, "dns forwarder");
         f->sock = f->up = f->wake[0] = f->wake[1] = -1;
+        int r = 0;
+        struct sockaddr_in a;
+        socklen_t al = sizeof(a);
+        if ((f->sock = udp_socket(port, err)) < 0)
+                r = f->sock;
+        else if (getsockname(f->sock, (struct sockaddr *)&a, &al) < 0)
+                r = sbx_error_set(err, errno, "dns forwarder: getsockname");
+        if (r == 0 && (f->up = udp_socket(0, err)) < 0)
+                r = f->up;
+        if (r == 0 && pipe2(f->wake, O_CLOEXEC) < 0)
+                r = sbx_error_set(err, errno, "pipe");
+        if (r < 0) {
+                dns_forwarder_stop(f);
+                return r;
+        }
+        *ret_port = ntohs(a.sin_port);
+        *ret = f;
+        return 0;
+}
+
+int dns_forwarder_start(struct dns_forwarder *f, const struct ns_net_cfg *net, const char *upstream,
+                        struct sbx_error *err)
+{
         f->net = net->base;
         f->mask = ~0U << (32 - net->prefix);
         char hosts[512];
@@ -240,29 +287,19 @@ int dns_forwarder_start(const struct ns_net_cfg *net, uint16_t port, const char 
         int r = parse_upstreams(f, upstream, err);
         if (r == 0 && f->nup == 0)
                 r = sbx_error_set(err, ENOENT, "dns forwarder: the host has no IPv4 nameserver");
-        if (r == 0 && (f->sock = udp_socket(port, err)) < 0)
-                r = f->sock;
-        if (r == 0 && (f->up = udp_socket(0, err)) < 0)
-                r = f->up;
-        if (r == 0 && pipe2(f->wake, O_CLOEXEC) < 0)
-                r = sbx_error_set(err, errno, "pipe");
-        if (r == 0) {
-                /* The daemon takes its signals with sigwait(); this thread
-                 * must never be the one they are delivered to. */
-                sigset_t all, old;
-                sigfillset(&all);
-                pthread_sigmask(SIG_BLOCK, &all, &old);
-                r = -pthread_create(&f->thread, NULL, forwarder_main, f);
-                pthread_sigmask(SIG_SETMASK, &old, NULL);
-                if (r < 0)
-                        sbx_error_set(err, -r, "dns forwarder thread");
-        }
+        if (r < 0)
+                return r;
+        /* The daemon takes its signals with sigwait(); this thread must
+         * never be the one they are delivered to. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        r = -pthread_create(&f->thread, NULL, forwarder_main, f);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (r < 0) {
                 f->thread = 0;
-                dns_forwarder_stop(f);
-                return r;
+                return sbx_error_set(err, -r, "dns forwarder thread");
         }
-        *ret = f;
         return 0;
 }
 

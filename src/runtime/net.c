@@ -1,18 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /* NAT networking of the ns driver.
  *
- * A sandbox with RT_NET_NAT gets a veth pair: the host end `sbx<N>` in the
- * host's network namespace, the other end `eth0` in the sandbox's, a /30 of
- * the configured range each (host .1, sandbox .2), the host end as default
- * gateway. N is the index of the /30; the interface name doubles as a
- * host-wide lock on it (creating an existing name fails, and the kernel
- * removes the pair with the sandbox's namespace when its last process
- * exits), so several daemons on one host never hand out one /30 twice.
+ * A sandbox with RT_NET_NAT gets a veth pair: the host end `sbd<tag><N>` in
+ * the host's network namespace, the other end `eth0` in the sandbox's, a
+ * /30 of the instance's range each (host .1, sandbox .2), the host end as
+ * default gateway. <tag> is the first RT_TAG_LEN digits of the instance id
+ * (unique among live instances, claim.c), N the index of the /30; the name
+ * doubles as the lock on that /30 (creating an existing name fails, and the
+ * kernel removes the pair with the sandbox's namespace when its last
+ * process exits). Every daemon instance has its own range (claim.c).
  *
- * What a sandbox may reach is decided by the nftables table `inet sandboxd`
- * (installed by rt_open, replaced atomically on every daemon start):
- *  - nothing of the host itself: every packet that arrives on an sbx*
- *    interface for a local address is rejected (the daemon's API, host
+ * What a sandbox may reach is decided by the instance's own nftables table
+ * `inet sandboxd-<instance>`, whose rules match only its own interfaces
+ * (installed by rt_open, replaced atomically when the daemon starts again,
+ * removed when it stops with no sandbox left):
+ *  - nothing of the host itself: every packet that arrives on one of its
+ *    interfaces for a local address is rejected (the daemon's API, host
  *    services, 127/8 through the veth, the gateway address);
  *  - no private, shared, link-local, multicast or reserved IPv4 range, no
  *    network the host is directly attached to (its LAN, even with public
@@ -42,11 +45,12 @@
 #include <sys/wait.h>
 
 #define NL_BUF 1024
+#define NET_IF_PREFIX "sbd"
 #define NFT_RULES_MAX 4096
 
 /* ---- the range ---- */
 
-static int parse_cidr(const char *s, uint32_t *ret_base, unsigned *ret_len)
+int net_parse_cidr(const char *s, uint32_t *ret_base, unsigned *ret_len)
 {
         char ip[32];
         const char *slash = strchr(s, '/');
@@ -193,9 +197,12 @@ static int enable_forwarding(bool *ret_router, struct sbx_error *err)
         return 0;
 }
 
+/* A name fit for the nft script that is no sandbox's veth (sbd<tag><N>
+ * now, sbx<N> before instances had their own). */
 static bool plain_ifname(const char *n)
 {
-        bool ok = strlen(n) < IFNAMSIZ && strncmp(n, "sbx", 3) != 0;
+        bool ok =
+            strlen(n) < IFNAMSIZ && strncmp(n, NET_IF_PREFIX, 3) != 0 && strncmp(n, "sbx", 3) != 0;
         for (const char *c = n; ok && *c; c++)
                 ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
                      (*c >= '0' && *c <= '9') || *c == '-' || *c == '_' || *c == '.';
@@ -242,25 +249,30 @@ static void host_routes(char *uplinks, size_t ulen, char *onlink, size_t olen)
                 fclose(f);
 }
 
+/* One table per daemon instance, matching only its own interfaces:
+ * another sandboxd of the host has its own table, range and forwarder, and
+ * replacing or removing ours never touches it. */
 static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t len)
 {
         char base[INET_ADDRSTRLEN], up[256], lan[512] = "", onlink[1024];
-        char dns_in[256] = "", dns_nat[512] = "";
+        char dns_in[256] = "", dns_nat[512] = "", own[24];
+        const char *t = n->table;
         fmt_ip(n->base, base);
+        snprintf(own, sizeof(own), "\"%s*\"", n->ifprefix);
         if (n->dns_port) {
                 /* DNS to the range's first address goes to the daemon's
                  * forwarder; only such redirected packets may reach it. */
                 char vip[INET_ADDRSTRLEN];
                 fmt_ip(n->base + 1, vip);
                 snprintf(dns_in, sizeof(dns_in),
-                         "    iifname \"sbx*\" udp dport %u ct status dnat accept\n",
+                         "    iifname %s udp dport %u ct status dnat accept\n", own,
                          (unsigned)n->dns_port);
                 snprintf(dns_nat, sizeof(dns_nat),
                          "  chain prerouting {\n"
                          "    type nat hook prerouting priority dstnat; policy accept;\n"
-                         "    iifname \"sbx*\" ip daddr %s udp dport 53 redirect to :%u\n"
+                         "    iifname %s ip daddr %s udp dport 53 redirect to :%u\n"
                          "  }\n",
-                         vip, (unsigned)n->dns_port);
+                         own, vip, (unsigned)n->dns_port);
         }
         host_routes(up, sizeof(up), onlink, sizeof(onlink));
         /* A host that did not route before must not start routing for its
@@ -269,14 +281,13 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
          * alone. */
         if (!router && up[0])
                 snprintf(lan, sizeof(lan),
-                         "    iifname { %s } oifname != \"sbx*\" ct state new ct status != dnat "
-                         "drop\n",
-                         up);
+                         "    iifname { %s } oifname != %s ct state new ct status != dnat drop\n",
+                         up, own);
         int w = snprintf(
             out, len,
-            "table inet sandboxd\n"
-            "delete table inet sandboxd\n"
-            "table inet sandboxd {\n"
+            "table inet %s\n"
+            "delete table inet %s\n"
+            "table inet %s {\n"
             "  set blocked4 {\n"
             "    type ipv4_addr; flags interval; auto-merge;\n"
             "    elements = { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8,\n"
@@ -286,32 +297,32 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
             "  chain input {\n"
             "    type filter hook input priority filter - 10; policy accept;\n"
             "%s"
-            "    iifname \"sbx*\" meta l4proto tcp reject with tcp reset\n"
-            "    iifname \"sbx*\" drop\n"
+            "    iifname %s meta l4proto tcp reject with tcp reset\n"
+            "    iifname %s drop\n"
             "  }\n"
             "  chain forward {\n"
             "    type filter hook forward priority filter - 10; policy accept;\n"
-            "    iifname \"sbx*\" meta nfproto ipv6 drop\n"
-            "    iifname \"sbx*\" ip saddr != %s/%u drop\n"
-            "    iifname \"sbx*\" ip daddr @blocked4 reject with icmpx admin-prohibited\n"
-            "    iifname \"sbx*\" oifname \"sbx*\" drop\n"
-            "    iifname \"sbx*\" accept\n"
-            "    oifname \"sbx*\" ct state established,related accept\n"
-            "    oifname \"sbx*\" drop\n"
+            "    iifname %s meta nfproto ipv6 drop\n"
+            "    iifname %s ip saddr != %s/%u drop\n"
+            "    iifname %s ip daddr @blocked4 reject with icmpx admin-prohibited\n"
+            "    iifname %s oifname %s drop\n"
+            "    iifname %s accept\n"
+            "    oifname %s ct state established,related accept\n"
+            "    oifname %s drop\n"
             "%s"
             "  }\n"
             "%s"
             "  chain postrouting {\n"
             "    type nat hook postrouting priority srcnat; policy accept;\n"
-            "    ip saddr %s/%u oifname != \"sbx*\" masquerade\n"
+            "    ip saddr %s/%u oifname != %s masquerade\n"
             "  }\n"
             "}\n",
-            base, n->prefix, onlink[0] ? ", " : "", onlink, dns_in, base, n->prefix, lan, dns_nat,
-            base, n->prefix);
+            t, t, t, base, n->prefix, onlink[0] ? ", " : "", onlink, dns_in, own, own, own, own,
+            base, n->prefix, own, own, own, own, own, own, lan, dns_nat, base, n->prefix, own);
         return w < 0 || (size_t)w >= len ? -E2BIG : 0;
 }
 
-static int run_nft(const char *rules, struct sbx_error *err)
+static int run_nft(const char *table, const char *rules, struct sbx_error *err)
 {
         static const char *const paths[] = {"/usr/sbin/nft", "/sbin/nft"};
         const char *nft = NULL;
@@ -364,44 +375,66 @@ static int run_nft(const char *rules, struct sbx_error *err)
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
                 ;
         if (r < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-                return sbx_error_set(err, EIO, "install the nftables table inet sandboxd: %s",
+                return sbx_error_set(err, EIO, "nftables table inet %s: %s", table,
                                      msg[0] ? msg : "nft failed");
         return 0;
 }
 
-int net_host_setup(const char *range, const char *dns, uint16_t dns_port, bool force_forward,
-                   struct ns_net_cfg *ret, struct sbx_error *err)
+int net_host_plan(const char *range, const char *instance, const char *dns, bool forwarder,
+                  bool force_forward, struct ns_net_cfg *ret, struct sbx_error *err)
 {
         memset(ret, 0, sizeof(*ret));
         if (!range)
                 return 0;
-        if (parse_cidr(range, &ret->base, &ret->prefix) < 0)
+        if (!instance || strlen(instance) != RT_INSTANCE_LEN)
+                return sbx_error_set(err, EINVAL, "network nat needs the instance id");
+        if (net_parse_cidr(range, &ret->base, &ret->prefix) < 0)
                 return sbx_error_set(err, EINVAL,
                                      "net_range `%s`: want an IPv4 network a.b.c.d/8..30", range);
         ret->slots = 1U << (32 - ret->prefix - 2);
+        snprintf(ret->table, sizeof(ret->table), "sandboxd-%s", instance);
+        snprintf(ret->ifprefix, sizeof(ret->ifprefix), NET_IF_PREFIX "%.*s", RT_TAG_LEN, instance);
         int r = make_resolv(dns && *dns ? dns : NULL, ret->resolv, sizeof(ret->resolv), err);
         if (r < 0)
                 return r;
         if (force_forward && (dns && *dns))
                 return sbx_error_set(err, EINVAL, "set dns or dns_upstream, not both");
-        if ((force_forward || (!ret->resolv[0] && !(dns && *dns))) && dns_port) {
+        if ((force_forward || (!ret->resolv[0] && !(dns && *dns))) && forwarder) {
                 /* No resolver a sandbox may reach (or an upstream chosen for
                  * the forwarder): the daemon forwards. */
                 char vip[INET_ADDRSTRLEN];
                 fmt_ip(ret->base + 1, vip);
                 snprintf(ret->resolv, sizeof(ret->resolv), "nameserver %s\noptions edns0\n", vip);
-                ret->dns_port = dns_port;
+                ret->forward = true;
         }
+        return 0;
+}
+
+int net_host_install(struct ns_net_cfg *cfg, struct sbx_error *err)
+{
+        if (!cfg->table[0])
+                return 0;
         bool router = false;
-        if ((r = enable_forwarding(&router, err)) < 0)
+        int r = enable_forwarding(&router, err);
+        if (r < 0)
                 return r;
         char rules[NFT_RULES_MAX];
-        if (nft_rules(ret, router, rules, sizeof(rules)) < 0)
+        if (nft_rules(cfg, router, rules, sizeof(rules)) < 0)
                 return sbx_error_set(err, E2BIG, "nftables rules");
-        if ((r = run_nft(rules, err)) < 0)
+        if ((r = run_nft(cfg->table, rules, err)) < 0)
                 return r;
-        ret->enabled = true;
+        cfg->enabled = true;
         return 0;
+}
+
+int net_host_remove(const struct ns_net_cfg *cfg, struct sbx_error *err)
+{
+        if (!cfg->enabled)
+                return 0;
+        char rules[128];
+        snprintf(rules, sizeof(rules), "table inet %s\ndelete table inet %s\n", cfg->table,
+                 cfg->table);
+        return run_nft(cfg->table, rules, err);
 }
 
 /* ---- rtnetlink ---- */
@@ -554,7 +587,7 @@ int net_veth_create(const struct ns_net_cfg *cfg, uint32_t hint, int netns_fd, s
         /* The first free /30, starting from the hint: the name is the lock. */
         for (uint32_t i = 0; i < cfg->slots && r == -EEXIST; i++) {
                 idx = (hint + i) % cfg->slots;
-                snprintf(ret->host_if, sizeof(ret->host_if), "sbx%" PRIu32, idx);
+                snprintf(ret->host_if, sizeof(ret->host_if), "%s%" PRIu32, cfg->ifprefix, idx);
                 r = nl_veth_add(ret->host_if, netns_fd);
         }
         if (r == -EEXIST)

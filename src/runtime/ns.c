@@ -43,6 +43,10 @@
 #define NS_TMP_DEFAULT (256ULL << 20)
 #define NS_SHM_BYTES (64ULL << 20)
 #define NS_HOSTNAME_MAX 64
+/* sandbox-init's own RLIMIT_NOFILE ceiling: its connections and every
+ * process's pipes (it takes min(hard, 65536) and gives its children the
+ * soft limit as soft and hard). */
+#define NS_INIT_NOFILE 65536
 
 /* fds of C once it has tidied its table (see child_fds_early). */
 enum { FD_LISTEN = 3, FD_MEMFD = 4, FD_ERR = 5, FD_SYNC = 6, FD_FIRST_FREE = 7 };
@@ -994,12 +998,40 @@ static int launch_clone(struct launch *L, struct sbx_error *err)
         return 0;
 }
 
+/* The open-file cap, set here (as host root) so C inherits it: the hard
+ * limit cannot be raised from inside, where no process has CAP_SYS_RESOURCE
+ * in the initial user namespace. Soft = nofile, which sandbox-init makes
+ * every workload process's soft and hard limit; the hard limit left for
+ * sandbox-init itself covers its own fds. Every fd can pin kernel memory (a
+ * socket's buffers above all), and the cap applies per process: a sandbox
+ * holds at most about pids_limit x nofile of them. */
+static int set_nofile(const struct launch *L, struct sbx_error *err)
+{
+        rlim_t n = L->spec->limits.nofile;
+        struct rlimit rl;
+        if (!n)
+                return 0;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return sbx_error_set(err, errno, "get RLIMIT_NOFILE");
+        /* Raising the hard limit needs CAP_SYS_RESOURCE, which some hosts
+         * withhold even from root: then init's room is the daemon's own. */
+        rl.rlim_max = MAX(n, MIN(rl.rlim_max, (rlim_t)NS_INIT_NOFILE));
+        rl.rlim_cur = n;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return sbx_error_set(err, errno,
+                                     "set RLIMIT_NOFILE to %llu (max_open_files above the "
+                                     "daemon's own hard limit?)",
+                                     (unsigned long long)n);
+        return 0;
+}
+
 static int launch_steps(struct launch *L, struct sbx_error *err)
 {
         int r;
         if ((r = cg_create(&L->ctx->cg, L->spec->id, &L->spec->limits, err)) < 0 ||
             (r = prepare_dir(L, err)) < 0 || (r = make_listener(L, err)) < 0 ||
-            (r = prepare_dev_trees(L, err)) < 0 || (r = launch_clone(L, err)) < 0)
+            (r = prepare_dev_trees(L, err)) < 0 || (r = set_nofile(L, err)) < 0 ||
+            (r = launch_clone(L, err)) < 0)
                 return r;
         if ((r = cg_attach(&L->ctx->cg, L->spec->id, L->pid, err)) < 0 ||
             (r = map_ids(L, err)) < 0 || (r = idmap_image(L, err)) < 0)

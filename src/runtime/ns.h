@@ -27,33 +27,51 @@ void rt_seccomp_free(struct rt_seccomp *s);
  * no_new_privs (or CAP_SYS_ADMIN). 0 or -errno. */
 int rt_seccomp_load(const struct rt_seccomp *s);
 
+/* "a.b.c.d/len" (len 8..30, no host bits) -> base (host order), len. */
+int net_parse_cidr(const char *s, uint32_t *ret_base, unsigned *ret_len);
+
 /* NAT networking (net.c), configured once by rt_open. */
 struct ns_net_cfg {
         bool enabled;  /* the host is set up for RT_NET_NAT */
         uint32_t base; /* the range, host byte order */
         unsigned prefix;
-        uint32_t slots;   /* /30s in the range */
-        char resolv[256]; /* resolv.conf for NAT sandboxes; "" = keep the image's */
-        uint16_t dns_port; /* != 0: DNS to NS_DNS_ADDR goes to the forwarder here */
+        uint32_t slots;    /* /30s in the range */
+        char resolv[256];  /* resolv.conf for NAT sandboxes; "" = keep the image's */
+        bool forward;      /* the daemon forwards DNS (a forwarder must be bound) */
+        uint16_t dns_port; /* != 0: DNS to the range's first address goes to the forwarder here */
+        char table[40];    /* the instance's nftables table, "sandboxd-<instance>" */
+        char ifprefix[12]; /* host ends of its veth pairs: <ifprefix><N> */
 };
 /* One sandbox's veth pair. */
 struct ns_net {
         bool active;
-        char host_if[16];            /* sbx<N> */
+        char host_if[16];            /* <ifprefix><N> */
         uint32_t host_addr, sb_addr; /* host byte order */
 };
-/* In rt_open (single-threaded): validate the range, turn on forwarding,
- * install the nftables table. range NULL: NAT stays off, nothing changes. */
-int net_host_setup(const char *range, const char *dns, uint16_t dns_port, bool force_forward,
-                   struct ns_net_cfg *ret, struct sbx_error *err);
+/* In rt_open (single-threaded): validate the range and decide the
+ * sandboxes' resolv.conf; ret->forward when the daemon must forward DNS
+ * (forwarder: one may run). range NULL: NAT stays off, nothing changes. */
+int net_host_plan(const char *range, const char *instance, const char *dns, bool forwarder,
+                  bool force_forward, struct ns_net_cfg *ret, struct sbx_error *err);
+/* Then (with cfg->dns_port set when forwarding): turn on forwarding and
+ * install (or replace) the instance's nftables table. */
+int net_host_install(struct ns_net_cfg *cfg, struct sbx_error *err);
+/* At exit, when no sandbox of the instance runs (they outlive the daemon
+ * and need the table): remove the instance's table. A pair whose sandbox
+ * is gone may linger a moment; nothing passes through it. */
+int net_host_remove(const struct ns_net_cfg *cfg, struct sbx_error *err);
 
 /* The DNS forwarder (dns.c), a thread of the daemon: relays queries that
  * NAT sandboxes send to the first address of their range (redirected to
- * `port` by the nftables table) to `upstream` ("a,b:port"; NULL or "" =
- * the host's own nameservers). */
+ * its port by the nftables table) to `upstream` ("a,b:port"; NULL or "" =
+ * the host's own nameservers). Opened (sockets bound; port 0 = any free
+ * one, *ret_port says which) before the table is installed, started (the
+ * thread) once the zygote is forked. */
 struct dns_forwarder;
-int dns_forwarder_start(const struct ns_net_cfg *net, uint16_t port, const char *upstream,
-                        struct dns_forwarder **ret, struct sbx_error *err);
+int dns_forwarder_open(uint16_t port, struct dns_forwarder **ret, uint16_t *ret_port,
+                       struct sbx_error *err);
+int dns_forwarder_start(struct dns_forwarder *f, const struct ns_net_cfg *net, const char *upstream,
+                        struct sbx_error *err);
 void dns_forwarder_stop(struct dns_forwarder *f);
 /* In the launcher, in the host netns: the pair, its peer moved into the
  * namespace of netns_fd as eth0. hint: preferred /30 index. */

@@ -21,17 +21,52 @@
 
 struct rt;
 
+/* ---- the instance's host-wide ranges (runtime/claim.c) ----
+ * A daemon instance is named by <state>/instance-id (16 hex digits); its
+ * cgroups, nftables table and veth names carry it. Its uid range and NAT
+ * range are claimed in a registry shared by every sandboxd of the host, for
+ * as long as it runs: see claim.c. */
+#define RT_INSTANCE_LEN 16
+#define RT_TAG_LEN 6 /* digits of the instance id in its veth names */
+#define RT_REGISTRY "/run/sandboxd/instances"
+
+struct rt_claim_want {
+        const char *registry;  /* NULL = RT_REGISTRY */
+        const char *state_dir; /* absolute */
+        const char *instance;  /* RT_INSTANCE_LEN hex digits */
+        int64_t uid_base;      /* -1 = auto */
+        uint32_t uid_count;    /* ids claimed from uid_base on */
+        const char *net_range; /* NULL = no network; "auto" = pick one */
+        uint32_t net_slots;    /* /30s an auto net_range holds */
+};
+struct rt_claim {
+        int fd; /* the locked registry entry, -1 = none */
+        char instance[RT_INSTANCE_LEN + 1];
+        char registry[128];
+        uint32_t uid_base, uid_count;
+        char net_range[20]; /* "" = none claimed */
+};
+/* Claim the ranges, refusing with EADDRINUSE what a live instance holds and
+ * with EBUSY a second daemon on the same state dir; the effective ranges are
+ * kept in <state>/ranges. Hold the claim for the daemon's life. */
+int rt_claim_take(const struct rt_claim_want *w, struct rt_claim *ret, struct sbx_error *err);
+/* Let it go; drop: also remove the entry (nothing of the instance runs). */
+void rt_claim_release(struct rt_claim *c, bool drop);
+
 struct rt_config {
         const char *init_path;   /* host path of the static sandbox-init binary */
         const char *cgroup_root; /* cgroup parent name, e.g. "sandboxd" */
+        const char *instance;    /* RT_INSTANCE_LEN hex digits: names the nftables
+                                    table and the veth pairs (needed with net_range) */
         /* NAT networking; NULL = no sandbox may have RT_NET_NAT, and the host's
          * network configuration is left alone. Otherwise rt_open installs the
-         * nftables table `inet sandboxd` and turns ip_forward on. */
-        const char *net_range; /* IPv4 CIDR split into one /30 per sandbox */
-        const char *dns;       /* comma-separated nameservers for NAT sandboxes'
-                                  /etc/resolv.conf; NULL or "" = the host's public
-                                  ones, else the daemon's forwarder (dns_port) */
-        uint16_t dns_port;     /* port of the DNS forwarder; 0 = none */
+         * nftables table `inet sandboxd-<instance>` and turns ip_forward on;
+         * rt_close removes the table when no NAT sandbox is left. */
+        const char *net_range;    /* IPv4 CIDR split into one /30 per sandbox */
+        const char *dns;          /* comma-separated nameservers for NAT sandboxes'
+                                     /etc/resolv.conf; NULL or "" = the host's public
+                                     ones, else the daemon's forwarder (dns_port) */
+        int32_t dns_port;         /* port of the DNS forwarder; 0 = none, -1 = any free */
         const char *dns_upstream; /* where it forwards; NULL or "" = the host's
                                      own nameservers */
 };
@@ -51,7 +86,7 @@ struct rt_limits {
         uint64_t disk_bytes; /* writable layer cap (ext4 image), >= 16 MiB; taken at the
                                 sandbox's first start and kept */
         uint32_t network;    /* enum rt_network */
-        uint32_t reserved;
+        uint32_t nofile;     /* RLIMIT_NOFILE of every workload process, soft = hard */
 };
 
 struct rt_spec {
@@ -94,6 +129,8 @@ int rt_destroy(struct rt *rt, const struct rt_spec *spec, struct sbx_error *err)
 
 /* Whether any process of the sandbox is alive (its cgroup is populated). */
 bool rt_is_alive(struct rt *rt, uint64_t id);
+/* Whether any sandbox of this instance is (true when it cannot tell). */
+bool rt_any_alive(struct rt *rt);
 
 /* ---- images (runtime/image.c) ----
  * <images>/<name>/rootfs is an image; <images>/<name>/image.json, written

@@ -45,6 +45,7 @@ struct rt {
         pid_t zygote;
         pthread_mutex_t lock; /* one request on the socket at a time */
         struct cg_layout cg;
+        struct ns_net_cfg net;
         struct dns_forwarder *dns;
 };
 
@@ -227,6 +228,29 @@ static int load_init(const char *path, int *ret, struct sbx_error *err)
         return 0;
 }
 
+/* NAT: the sandboxes' resolv.conf, the forwarder's sockets (so its port is
+ * known), then the instance's nftables table. Before any thread: this runs
+ * nft. A forwarder port in use is an error: another sandboxd's forwarder
+ * would not serve this instance's sandboxes. */
+static int open_network(const struct rt_config *cfg, struct ns_net_cfg *net,
+                        struct dns_forwarder **ret_dns, struct sbx_error *err)
+{
+        int r = net_host_plan(cfg->net_range, cfg->instance, cfg->dns, cfg->dns_port != 0,
+                              cfg->dns_upstream && *cfg->dns_upstream, net, err);
+        if (r < 0)
+                return r;
+        if (net->forward) {
+                uint16_t port = cfg->dns_port > 0 ? (uint16_t)cfg->dns_port : 0;
+                if ((r = dns_forwarder_open(port, ret_dns, &net->dns_port, err)) < 0)
+                        return r;
+        }
+        if ((r = net_host_install(net, err)) < 0) {
+                dns_forwarder_stop(*ret_dns);
+                *ret_dns = NULL;
+        }
+        return r;
+}
+
 int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err)
 {
         if (!cfg || !cfg->init_path || !ret)
@@ -242,14 +266,15 @@ int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err)
         int r = cg_detect(&ctx.cg, cfg->cgroup_root, err);
         if (r < 0)
                 return r;
-        /* Before any thread: this may run nft. */
-        if ((r = net_host_setup(cfg->net_range, cfg->dns, cfg->dns_port,
-                                  cfg->dns_upstream && *cfg->dns_upstream, &ctx.net, err)) < 0)
+        if ((r = open_network(cfg, &ctx.net, &rt->dns, err)) < 0)
                 return r;
-        if ((r = load_init(cfg->init_path, &ctx.init_memfd, err)) < 0)
+        if ((r = load_init(cfg->init_path, &ctx.init_memfd, err)) < 0) {
+                dns_forwarder_stop(rt->dns);
                 return r;
+        }
         if ((r = rt_seccomp_build(&ctx.seccomp, err)) < 0) {
                 close(ctx.init_memfd);
+                dns_forwarder_stop(rt->dns);
                 return r;
         }
         int sp[2] = {-1, -1};
@@ -268,25 +293,19 @@ int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err)
         }
         close(ctx.init_memfd);
         rt_seccomp_free(&ctx.seccomp);
-        if (r < 0)
+        if (r < 0) {
+                dns_forwarder_stop(rt->dns);
                 return r;
+        }
         rt->sock = sp[0];
         rt->zygote = pid;
         rt->cg = ctx.cg;
+        rt->net = ctx.net;
         pthread_mutex_init(&rt->lock, NULL);
-        /* After the fork: the forwarder is a thread of the daemon. A port
-         * in use means another sandboxd of this host forwards already (the
-         * nftables table is shared); anything else is an error. */
-        if (ctx.net.dns_port) {
-                struct sbx_error derr = {0};
-                r = dns_forwarder_start(&ctx.net, ctx.net.dns_port, cfg->dns_upstream, &rt->dns,
-                                        &derr);
-                if (r < 0 && r != -EADDRINUSE) {
-                        if (err)
-                                *err = derr;
-                        rt_close(TAKE_PTR(rt));
-                        return r;
-                }
+        /* After the fork: the forwarder is a thread of the daemon. */
+        if (rt->dns && (r = dns_forwarder_start(rt->dns, &ctx.net, cfg->dns_upstream, err)) < 0) {
+                rt_close(TAKE_PTR(rt));
+                return r;
         }
         *ret = TAKE_PTR(rt);
         return 0;
@@ -300,6 +319,10 @@ void rt_close(struct rt *rt)
         close(rt->sock); /* the zygote reads EOF and exits */
         while (waitpid(rt->zygote, NULL, 0) < 0 && errno == EINTR)
                 ;
+        /* The table goes only with the last sandbox of the instance; best
+         * effort (a failure leaves a table that matches no interface). */
+        if (!cg_any_populated(&rt->cg))
+                net_host_remove(&rt->net, NULL);
         pthread_mutex_destroy(&rt->lock);
         free(rt);
 }
@@ -422,6 +445,11 @@ int rt_stop(struct rt *rt, uint64_t id, struct sbx_error *err)
 bool rt_is_alive(struct rt *rt, uint64_t id)
 {
         return cg_populated(&rt->cg, id);
+}
+
+bool rt_any_alive(struct rt *rt)
+{
+        return cg_any_populated(&rt->cg);
 }
 
 int rt_destroy(struct rt *rt, const struct rt_spec *spec, struct sbx_error *err)

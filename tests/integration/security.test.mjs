@@ -465,7 +465,7 @@ test("a hostile image cannot make set-up act on the host", async () => {
 // routes 10.0.0.1, 169.254.169.254 and 198.18.0.1 (/32 each) into it
 // through a veth pair, and a TCP server there answers on every address.
 const NETNS = `sbxtest-${process.pid}`;
-const TVETH = `tsx${process.pid % 100000}`; // never sbx*: that prefix is the sandboxes'
+const TVETH = `tsx${process.pid % 100000}`; // never sbd*/sbx*: those are the sandboxes'
 const WORLD = ["10.0.0.1", "169.254.169.254", "198.18.0.1"];
 const WORLD_PORT = 18080;
 let world = null;
@@ -546,7 +546,7 @@ test("nat: the outside answers; the host, the daemon, private and metadata addre
     // No IPv6 anywhere but loopback.
     assert.equal((await cc.sh("a", "ip -6 -o addr show | grep -v ' lo ' | wc -l")).stdout.trim(), "0");
     // The host end of the pair goes away with the sandbox.
-    assert.match(sh("ip -o link"), new RegExp(`^${hostIfindex}: sbx`, "m"));
+    assert.match(sh("ip -o link"), new RegExp(`^${hostIfindex}: sbd${readFileSync(join(dd.state, "instance-id"), "utf8").slice(0, 6)}`, "m"));
     assert.equal((await cc.control("DELETE", "/v1/sandboxes/a")).status, 204);
     await until(() => !new RegExp(`^${hostIfindex}: `, "m").test(sh("ip -o link")));
   } finally {
@@ -602,12 +602,14 @@ test("nat: the daemon forwards DNS to the host's resolvers; the sandbox reaches 
   try {
     const cc = new Client(dd);
     const r = await cc.sh("dns", "cat /etc/resolv.conf; nslookup probe.sandboxd.test; nslookup nope.sandboxd.test; echo rc=$?");
-    assert.match(r.stdout, /^nameserver 10\.200\.0\.1$/m);
+    // The first address of the daemon's range (auto: a block of 10.200.0.0/14).
+    const vip = r.stdout.match(/^nameserver (10\.20[0-3]\.\d+\.1)$/m)?.[1];
+    assert.ok(vip, r.stdout);
     assert.match(r.stdout, /Address:? *198\.18\.0\.53/);
     assert.ok(up.seen.includes("probe.sandboxd.test"), `upstream saw ${up.seen}`);
     // The forwarder listens only for redirected queries from sandboxes:
     // its port on the host's side is closed to them.
-    const direct = await cc.sh("dns", `nslookup -port=${dnsPort} probe.sandboxd.test 10.200.0.1 2>&1; echo rc=$?`);
+    const direct = await cc.sh("dns", `nslookup -port=${dnsPort} probe.sandboxd.test ${vip} 2>&1; echo rc=$?`);
     assert.doesNotMatch(direct.stdout, /198\.18\.0\.53/);
   } finally {
     await dd.destroy();

@@ -1,0 +1,207 @@
+// Network hardening: one sandbox's sockets, several daemons on one host,
+// and a DNS flood, each next to a neighbour that must keep resolving.
+//
+// Every DNS query goes to a forwarder of a daemon under test and from there
+// to a DNS server this test runs on 127.0.0.1, which answers names under
+// .test with 198.18.0.53 and never answers names under flood.test. No
+// packet is sent to any address outside this machine.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import dgram from "node:dgram";
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join, dirname } from "node:path";
+import { Daemon, Client, sleep, until, BIN } from "./lib/daemon.mjs";
+
+const NETHOG = process.env.SANDBOXD_NETHOG || join(dirname(BIN), "tests/nethog");
+const ANSWER = /Address:? *198\.18\.0\.53/;
+
+// A DNS server on loopback: A 198.18.0.53 for any name under .test but
+// flood.test (never answered), NXDOMAIN for anything else. Records names.
+async function fakeDns() {
+  const sock = dgram.createSocket("udp4");
+  const seen = [];
+  sock.on("message", (q, rinfo) => {
+    let i = 12;
+    const labels = [];
+    while (i < q.length && q[i] !== 0) {
+      labels.push(q.subarray(i + 1, i + 1 + q[i]).toString());
+      i += 1 + q[i];
+    }
+    const name = labels.join(".").toLowerCase();
+    seen.push(name);
+    if (name.endsWith("flood.test") || i + 5 > q.length) return;
+    const question = q.subarray(12, i + 5);
+    const hit = name.endsWith(".test") && q.readUInt16BE(i + 1) === 1;
+    const head = Buffer.from([q[0], q[1], 0x81, hit ? 0x80 : 0x83, 0, 1, 0, hit ? 1 : 0, 0, 0, 0, 0]);
+    const answer = hit ? Buffer.from([0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 198, 18, 0, 53]) : Buffer.alloc(0);
+    sock.send(Buffer.concat([head, question, answer]), rinfo.port, rinfo.address);
+  });
+  await new Promise((r) => sock.bind(0, "127.0.0.1", r));
+  return { port: sock.address().port, seen, close: () => sock.close() };
+}
+
+const natArgs = (up, extra = []) => ["--network", "nat", "--pool-size", "0", "--disk-limit", "64M",
+  "--dns-upstream", `127.0.0.1:${up.port}`, ...extra];
+
+async function installNethog(c, name) {
+  const r = await c.data(name, "PUT", `/files?path=${encodeURIComponent("/workspace/nethog")}`, readFileSync(NETHOG), true);
+  assert.equal(r.status, 204, JSON.stringify(r.body));
+  assert.equal((await c.exec(name, ["chmod", "+x", "/workspace/nethog"])).exitCode, 0);
+}
+
+async function spawnProc(c, name, command) {
+  const r = await c.data(name, "POST", "/processes", { command });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return r.body.processId;
+}
+
+// The first JSON line a spawned process prints (it may go on running).
+async function firstLine(c, name, id, ms = 60000) {
+  let out = "";
+  await until(async () => {
+    const r = await c.data(name, "GET", `/processes/${id}?stdoutFrom=${out.length}&waitMs=2000`);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    out += r.body.stdout;
+    if (r.body.state === "exited" && !out.includes("\n"))
+      throw new Error(`${name}: exited ${r.body.exitCode}: ${out} ${r.body.stderr}`);
+    return out.includes("\n");
+  }, ms);
+  return JSON.parse(out.split("\n")[0]);
+}
+
+async function resolves(c, name, host) {
+  const r = await c.sh(name, `nslookup ${host} 2>&1; echo rc=$?`, { timeoutMs: 30000 });
+  return ANSWER.test(r.stdout) ? true : r.stdout;
+}
+
+const nftHas = (table) => {
+  try {
+    execFileSync("nft", ["list", "table", "inet", table], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+};
+const instanceOf = (d) => readFileSync(join(d.state, "instance-id"), "utf8").trim();
+const hostUid = async (c, name) => (await c.sh(name, "cat /proc/self/uid_map")).stdout.trim().split(/\s+/)[1];
+const nameserver = async (c, name) => (await c.sh(name, "cat /etc/resolv.conf")).stdout.match(/^nameserver (\S+)$/m)[1];
+
+test("sockets: one sandbox's open files and socket buffers are capped; a neighbour still resolves", async (t) => {
+  const up = await fakeDns();
+  // The default max_open_files; a small memory limit, which also bounds
+  // what the sandbox's sockets may hold.
+  const d = await new Daemon({ args: natArgs(up, ["--memory-limit", "128M"]) }).start();
+  try {
+    const c = new Client(d);
+    await installNethog(c, "hog");
+    // Two processes, each opening UDP sockets until refused, queueing up to
+    // 256 MiB in all: twice the memory limit.
+    const id = await spawnProc(c, "hog", ["/workspace/nethog", "sockets", "2", "256"]);
+    const r = await firstLine(c, "hog", id);
+    t.diagnostic(JSON.stringify(r));
+    assert.equal(r.error, "EMFILE", JSON.stringify(r));
+    assert.equal(r.nofileHard, 4096, JSON.stringify(r));
+    assert.equal(r.nofileSoft, 4096, JSON.stringify(r));
+    assert.equal(r.raised, false, "the hard limit was raised from inside");
+    assert.ok(r.mostPerProc <= 4096, JSON.stringify(r));
+    // What the kernel holds for the sandbox's sockets stays under its
+    // memory limit (cgroup v2: inside memory.max; v1: the kmem.tcp cap).
+    assert.ok(r.queued < 128 * 2 ** 20, `sockets hold ${r.queued} bytes: ${JSON.stringify(r)}`);
+    // While all of it is held, a neighbour resolves through the forwarder.
+    assert.equal(await resolves(c, "nb", "nb.sandboxd.test"), true);
+    assert.ok(up.seen.includes("nb.sandboxd.test"), `upstream saw ${up.seen}`);
+    assert.equal((await c.data("hog", "DELETE", `/processes/${id}`)).status, 204);
+  } finally {
+    await d.destroy();
+    up.close();
+  }
+});
+
+test("two daemons at once: own table, forwarder, uids and ranges; overlapping explicit ranges are refused", async () => {
+  const upA = await fakeDns(), upB = await fakeDns();
+  const A = new Daemon({ args: natArgs(upA) }), B = new Daemon({ args: natArgs(upB) });
+  try {
+    await Promise.all([A.start(), B.start()]);
+    const ca = new Client(A), cb = new Client(B);
+    assert.equal(await resolves(ca, "a", "a-only.sandboxd.test"), true);
+    assert.equal(await resolves(cb, "b", "b-only.sandboxd.test"), true);
+    // Each sandbox's DNS went to its own daemon's forwarder, and only there.
+    assert.ok(upA.seen.includes("a-only.sandboxd.test"), `A's upstream saw ${upA.seen}`);
+    assert.ok(upB.seen.includes("b-only.sandboxd.test"), `B's upstream saw ${upB.seen}`);
+    assert.ok(!upB.seen.some((n) => n.startsWith("a-only")), `B's upstream saw ${upB.seen}`);
+    assert.ok(!upA.seen.some((n) => n.startsWith("b-only")), `A's upstream saw ${upA.seen}`);
+    // Distinct host uids, ranges and nftables tables.
+    assert.notEqual(await hostUid(ca, "a"), await hostUid(cb, "b"));
+    assert.notEqual(await nameserver(ca, "a"), await nameserver(cb, "b"));
+    const [ia, ib] = [instanceOf(A), instanceOf(B)];
+    assert.ok(nftHas(`sandboxd-${ia}`) && nftHas(`sandboxd-${ib}`));
+
+    // A range a live daemon holds, named explicitly, is refused.
+    const ranges = Object.fromEntries(readFileSync(join(A.state, "ranges"), "utf8").trim().split("\n")
+      .map((l) => l.split(/\s+/)));
+    for (const args of [["--net-range", ranges.net_range], ["--uid-base", String(Number(ranges.uid_base) + 65536 * 3)]]) {
+      const C = new Daemon({ args: natArgs(upA, args) });
+      await assert.rejects(C.start(), /in use by another sandboxd/);
+      await C.destroy();
+    }
+
+    // Killed and restarted with its sandbox running, A is the same
+    // instance: same ranges, and the sandbox resolves through A again.
+    const uidA = await hostUid(ca, "a");
+    await A.restart("SIGKILL");
+    const ca2 = new Client(A);
+    assert.equal(await hostUid(ca2, "a"), uidA);
+    assert.equal(await resolves(ca2, "a", "a-again.sandboxd.test"), true);
+    assert.ok(upA.seen.includes("a-again.sandboxd.test"), `A's upstream saw ${upA.seen}`);
+
+    // A stopped (its sandbox runs on, so its table stays): B is untouched.
+    await A.stop();
+    assert.ok(nftHas(`sandboxd-${ia}`) && nftHas(`sandboxd-${ib}`));
+    assert.equal(await resolves(cb, "b", "b-after-stop.sandboxd.test"), true);
+    // A gone with its sandboxes: its table goes, B's stays and resolves.
+    await A.start();
+    await A.destroy();
+    assert.ok(!nftHas(`sandboxd-${ia}`), "A's table outlived A and its sandboxes");
+    assert.ok(nftHas(`sandboxd-${ib}`));
+    assert.equal(await resolves(cb, "b", "b-after-destroy.sandboxd.test"), true);
+    assert.ok(!upA.seen.some((n) => n.startsWith("b-")), `A's upstream saw ${upA.seen}`);
+  } finally {
+    await A.destroy();
+    await B.destroy();
+    upA.close();
+    upB.close();
+  }
+});
+
+test("dns: a sandbox flooding the forwarder with unanswered queries does not starve a neighbour", async () => {
+  const up = await fakeDns();
+  const d = await new Daemon({ args: natArgs(up) }).start();
+  try {
+    const c = new Client(d);
+    await installNethog(c, "flood");
+    const vip = await nameserver(c, "flood");
+    assert.equal(await resolves(c, "nb", "warm.sandboxd.test"), true);
+    // 3,000 queries at ~400/s that the upstream never answers: on their
+    // own they would fill the forwarder's table several times over.
+    const id = await spawnProc(c, "flood", ["/workspace/nethog", "dnsflood", vip, "3000", "400"]);
+    const flooded = () => up.seen.filter((n) => n.endsWith("flood.test")).length;
+    await until(() => flooded() >= 64, 30000);
+    let lookups = 0;
+    for (;;) {
+      const st = await c.data("flood", "GET", `/processes/${id}`);
+      if (st.body.state === "exited" && lookups >= 3) break;
+      assert.equal(await resolves(c, "nb", `nb${lookups}.sandboxd.test`), true, `lookup ${lookups}`);
+      lookups++;
+      if (lookups > 60) break;
+    }
+    const r = await firstLine(c, "flood", id);
+    assert.ok(r.sent > 2000, JSON.stringify(r));
+    // The flooding sandbox never had more than its quota (64) pending: of
+    // its queries, only a few windows' worth reached the upstream.
+    assert.ok(flooded() < 400, `the upstream got ${flooded()} of ${r.sent} flood queries`);
+  } finally {
+    await d.destroy();
+    up.close();
+  }
+});

@@ -163,13 +163,18 @@ test("an upload cut by a SIGKILL of the daemon leaves no temporary file in the s
   try {
     await kc.sh("cut", "mkdir -p /workspace/up /tmp/up");
     const h = kc.handles.get("cut");
+    // Bodies that go on until the daemon is killed (at most 256 MiB).
+    const ac = new AbortController();
     const start = (path) => {
+      let sent = 0;
       const req = new Request(`${h.endpoint}/files?path=${q(path)}`, {
         method: "PUT",
         headers: h.headers,
         duplex: "half",
+        signal: ac.signal,
         body: new ReadableStream({
           async pull(ctl) {
+            if (ac.signal.aborted || (sent += 1 << 20) > 256 << 20) return ctl.close();
             ctl.enqueue(new Uint8Array(1 << 20));
             await sleep(50);
           },
@@ -181,6 +186,7 @@ test("an upload cut by a SIGKILL of the daemon leaves no temporary file in the s
     const temps = () => kc.sh("cut", "ls -a /workspace/up /tmp/up | grep -c '^.sandboxd-upload-' || true");
     await until(async () => (await temps()).stdout.trim() === "2", 20000);
     await k.stop("SIGKILL");
+    ac.abort();
     await Promise.all(ups);
     await k.start();
     // The restarted daemon finds the sandbox's agent alive and sweeps.

@@ -57,7 +57,9 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 mapfile -t files < <(ls tests/integration/*.test.mjs clients/typescript/test/*.test.mjs 2>/dev/null)
 log=$(mktemp)
-node --test --test-reporter=tap "${files[@]}" 2>&1 | tee "$log" | grep -E "^ *(not ok|ok) |^# (tests|pass|fail|skipped|duration_ms)"
+# Each file starts its own daemons with their own state, ranges and tables:
+# two run at once.
+node --test --test-concurrency=2 --test-reporter=tap "${files[@]}" 2>&1 | tee "$log" | grep -E "^ *(not ok|ok) |^# (tests|pass|fail|skipped|duration_ms)"
 ipass=$(awk '/^# pass / {print $3}' "$log" | tail -1)
 ifail=$(awk '/^# fail / {print $3}' "$log" | tail -1)
 grep -q "not ok" "$log" && grep -A30 "not ok" "$log" | grep -vE "^ +at |node:internal" | head -200

@@ -214,6 +214,25 @@ int read_all(int fd, void *data, size_t len)
         return 0;
 }
 
+int read_small_at(int dirfd, const char *name, char *out, size_t len)
+{
+        if (len == 0)
+                return -EINVAL;
+        int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        ssize_t n;
+        do
+                n = read(fd, out, len - 1);
+        while (n < 0 && errno == EINTR);
+        int e = errno;
+        close(fd);
+        if (n < 0)
+                return -e;
+        out[n] = '\0';
+        return (int)n;
+}
+
 int mkdir_p(const char *path, mode_t mode)
 {
         char tmp[4096];

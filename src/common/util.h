@@ -92,6 +92,9 @@ int parse_duration_ms(const char *s, int64_t *ret_ms);
 /* write/read all bytes, retrying on EINTR; 0 or -errno (-EPIPE on EOF for read). */
 int write_all(int fd, const void *data, size_t len);
 int read_all(int fd, void *data, size_t len);
+/* Read a small file (at most len - 1 bytes) into out, NUL terminated,
+ * without following a symlink at `name`; the bytes read, or -errno. */
+int read_small_at(int dirfd, const char *name, char *out, size_t len);
 /* mkdir -p with mode for created components; 0 or -errno. */
 int mkdir_p(const char *path, mode_t mode);
 /* Remove a directory tree without following symlinks or crossing mounts. */

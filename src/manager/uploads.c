@@ -79,15 +79,9 @@ static int remove_tmp(int root, const char *dir, const char *name, uint32_t uid)
 static int sweep_one(int rd, const char *name, int root, uint64_t run, uint32_t uid)
 {
         char text[INROOT_PATH_MAX + 32];
-        ssize_t n = -1;
-        int fd = openat(rd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd >= 0) {
-                n = read(fd, text, sizeof(text) - 1);
-                close(fd);
-        }
+        int n = read_small_at(rd, name, text, sizeof(text));
         int removed = 0;
         if (n >= 17 && text[16] == '\n') {
-                text[n] = '\0';
                 if (strtoull(text, NULL, 16) == run)
                         return 0; /* this run's own upload, still going on */
                 if (text[17] == '/' && is_upload_name(name))

@@ -81,18 +81,6 @@ static int parse_entry(const char *text, struct other *o)
         return o->uids.hi ? 0 : -EINVAL;
 }
 
-static int read_text(int dirfd, const char *name, char *out, size_t len)
-{
-        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return -errno;
-        ssize_t n = read(fd, out, len - 1);
-        if (n < 0)
-                return -errno;
-        out[n] = '\0';
-        return 0;
-}
-
 /* Every other instance's claim; dead ones whose state dir is gone removed. */
 static int scan(int dirfd, const char *self, struct other *out, size_t *ret_n)
 {
@@ -114,7 +102,7 @@ static int scan(int dirfd, const char *self, struct other *out, size_t *ret_n)
                 char text[1024];
                 _cleanup_close_ int fd =
                     openat(dirfd, de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-                if (fd < 0 || read_text(dirfd, de->d_name, text, sizeof(text)) < 0 ||
+                if (fd < 0 || read_small_at(dirfd, de->d_name, text, sizeof(text)) < 0 ||
                     parse_entry(text, o) < 0)
                         continue;
                 snprintf(o->instance, sizeof(o->instance), "%s", de->d_name);
@@ -243,7 +231,7 @@ static void read_persisted(const char *state, int64_t *ret_uid, char *net, size_
         *ret_uid = -1;
         net[0] = '\0';
         snprintf(path, sizeof(path), "%s/ranges", state);
-        if (read_text(AT_FDCWD, path, text, sizeof(text)) < 0)
+        if (read_small_at(AT_FDCWD, path, text, sizeof(text)) < 0)
                 return;
         char *save = NULL;
         for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
@@ -350,7 +338,7 @@ int rt_claim_take(const struct rt_claim_want *w, struct rt_claim *ret, struct sb
                 /* Someone else's entry stays; ours goes unless it was live. */
                 if (r != -EBUSY && ret->fd >= 0) {
                         char text[1024];
-                        if (read_text(dirfd, w->instance, text, sizeof(text)) == 0 && !text[0])
+                        if (read_small_at(dirfd, w->instance, text, sizeof(text)) >= 0 && !text[0])
                                 unlinkat(dirfd, w->instance, 0);
                 }
                 if (ret->fd >= 0)

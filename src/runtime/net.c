@@ -160,18 +160,6 @@ static int write_file(const char *path, const char *text)
         return write_all(fd, text, strlen(text));
 }
 
-static int read_small(const char *path, char *out, size_t len)
-{
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return -errno;
-        ssize_t n = read(fd, out, len - 1);
-        if (n < 0)
-                return -errno;
-        out[n] = '\0';
-        return (int)n;
-}
-
 /* Turn IPv4 forwarding on. When the host did not route before sandboxd
  * (remembered in /run, which lives as long as the setting), it must not
  * start routing for its LAN either: *ret_router says whether it did. */
@@ -180,7 +168,7 @@ static int enable_forwarding(bool *ret_router, struct sbx_error *err)
         static const char fwd[] = "/proc/sys/net/ipv4/ip_forward";
         static const char mark[] = "/run/sandboxd/ip_forward-was-off";
         char v[8] = "";
-        int r = read_small(fwd, v, sizeof(v));
+        int r = read_small_at(AT_FDCWD, fwd, v, sizeof(v));
         if (r < 0)
                 return sbx_error_set(err, -r, "read %s", fwd);
         bool was_on = v[0] == '1';

@@ -463,7 +463,7 @@ void dataplane_handle(struct api *a, struct api_req *req, struct sandbox *sb,
         } else if (!strcmp(seg[0], "processes") && n == 1 && plen && req->path[plen - 1] == '/') {
                 /* "processes/" or "processes/%2F": an empty process id, which
                  * must not read as the list (empty segments are skipped). */
-                api_error(resp, 404, "not_found", "no such process");
+                api_error(resp, 404, "process_not_found", "no such process");
         } else if (!strcmp(seg[0], "processes") && n == 1 && (get || post)) {
                 if (post)
                         handle_spawn(a, req, sb, resp);

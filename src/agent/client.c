@@ -86,49 +86,21 @@ int agent_signal_from_name(const char *name)
 
 /* ----------------------------------------------------------- transport */
 
-int agent_connect(const char *sandbox_dir, int *ret_fd, struct sbx_error *err)
+static int dial(const struct agent_peer *peer, int *ret_fd, struct sbx_error *err)
 {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        struct timeval tv = {.tv_sec = AGENT_CALL_TIMEOUT_MS / 1000};
+        if (!peer || !peer->dial || !ret_fd)
+                return sbx_error_set(err, EINVAL, "agent: no way to reach the agent");
+        return peer->dial(peer->ctx, ret_fd, err);
+}
 
-        if (!sandbox_dir || !ret_fd)
-                return sbx_error_set(err, EINVAL, "agent: no sandbox directory");
-        /* A sandbox path can be longer than sun_path; a short magic link
-         * to an O_PATH descriptor of the directory always fits. */
-        _cleanup_close_ int dirfd = open(sandbox_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (dirfd < 0) {
-                sbx_error_set(err, errno, "agent: open `%s`", sandbox_dir);
-                if (err)
-                        err->code = ECONNREFUSED;
-                return -ECONNREFUSED;
-        }
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/agent.sock", dirfd);
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return sbx_error_set(err, errno, "agent: socket");
-        /* A full backlog makes connect block: bound it. */
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-        int r;
-        do
-                r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-        while (r < 0 && errno == EINTR);
-        if (r < 0) {
-                /* Every failure to connect is the agent being unreachable;
-                 * the message keeps the real cause. */
-                int e = errno;
-                int mapped = (e == EAGAIN || e == EINPROGRESS) ? ETIMEDOUT : ECONNREFUSED;
-                sbx_error_set(err, e, "agent: connect to `%s/agent.sock`", sandbox_dir);
-                if (err)
-                        err->code = mapped;
-                return -mapped;
-        }
-        tv.tv_sec = 0;
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-        int fl = fcntl(fd, F_GETFL);
-        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-                return sbx_error_set(err, errno, "agent: fcntl");
-        *ret_fd = TAKE_FD(fd);
-        return 0;
+static int dial_dir(void *ctx, int *ret_fd, struct sbx_error *err)
+{
+        return unix_connect_in(ctx, "agent.sock", AGENT_CALL_TIMEOUT_MS, ret_fd, err);
+}
+
+struct agent_peer agent_peer_dir(const char *dir)
+{
+        return (struct agent_peer){.dial = dial_dir, .ctx = (void *)dir};
 }
 
 /* Wait for fd to be ready, until the deadline (mono ms; < 0: none). */
@@ -305,11 +277,11 @@ int agent_call(int fd, const struct agent_msg *req, int timeout_ms, uint8_t **re
 }
 
 /* Connect, ask, close. */
-static int call_dir(const char *dir, const struct agent_msg *req, int timeout_ms,
+static int call_peer(const struct agent_peer *peer, const struct agent_msg *req, int timeout_ms,
                     uint8_t **ret_payload, uint32_t *ret_len, struct sbx_error *err)
 {
         _cleanup_close_ int fd = -1;
-        int r = agent_connect(dir, &fd, err);
+        int r = dial(peer, &fd, err);
         if (r < 0)
                 return r;
         return agent_call(fd, req, timeout_ms, ret_payload, ret_len, err);
@@ -534,14 +506,14 @@ static int decode_error(struct sbx_error *err, int r, const char *what)
 
 /* ----------------------------------------------------------- requests */
 
-int agent_ping(const char *dir, int timeout_ms, struct sbx_error *err)
+int agent_ping(const struct agent_peer *peer, int timeout_ms, struct sbx_error *err)
 {
         struct agent_msg m;
         _cleanup_free_ uint8_t *payload = NULL;
         uint32_t len;
 
         agent_msg_init(&m, AGENT_REQ_PING);
-        int r = call_dir(dir, &m, timeout_ms, &payload, &len, err);
+        int r = call_peer(peer, &m, timeout_ms, &payload, &len, err);
         agent_msg_free(&m);
         return r < 0 ? r : 0;
 }
@@ -554,7 +526,7 @@ static int64_t exec_wait(int64_t timeout_ms)
         return w > INT32_MAX ? INT32_MAX : w;
 }
 
-int agent_exec(const char *dir, const struct agent_cmd *cmd, int64_t timeout_ms,
+int agent_exec(const struct agent_peer *peer, const struct agent_cmd *cmd, int64_t timeout_ms,
                struct agent_exec_result *ret, struct sbx_error *err)
 {
         struct agent_msg m;
@@ -571,7 +543,7 @@ int agent_exec(const char *dir, const struct agent_cmd *cmd, int64_t timeout_ms,
                 agent_msg_free(&m);
                 return build_error(err, r, "exec");
         }
-        r = call_dir(dir, &m, (int)exec_wait(timeout_ms), &payload, &len, err);
+        r = call_peer(peer, &m, (int)exec_wait(timeout_ms), &payload, &len, err);
         agent_msg_free(&m);
         if (r < 0)
                 return r;
@@ -586,7 +558,7 @@ int agent_exec(const char *dir, const struct agent_cmd *cmd, int64_t timeout_ms,
         return 0;
 }
 
-int agent_spawn(const char *dir, const struct agent_cmd *cmd, struct agent_proc_status *ret,
+int agent_spawn(const struct agent_peer *peer, const struct agent_cmd *cmd, struct agent_proc_status *ret,
                 struct sbx_error *err)
 {
         struct agent_msg m;
@@ -600,7 +572,7 @@ int agent_spawn(const char *dir, const struct agent_cmd *cmd, struct agent_proc_
                 agent_msg_free(&m);
                 return build_error(err, r, "spawn");
         }
-        r = call_dir(dir, &m, AGENT_CALL_TIMEOUT_MS, &payload, &len, err);
+        r = call_peer(peer, &m, AGENT_CALL_TIMEOUT_MS, &payload, &len, err);
         agent_msg_free(&m);
         if (r < 0)
                 return r;
@@ -615,7 +587,7 @@ static int put_id(struct agent_msg *m, const char *proc_id)
         return agent_put_str(m, AGENT_T_PROC_ID, proc_id);
 }
 
-int agent_poll(const char *dir, const char *proc_id, uint64_t stdout_from, uint64_t stderr_from,
+int agent_poll(const struct agent_peer *peer, const char *proc_id, uint64_t stdout_from, uint64_t stderr_from,
                int wait_ms, struct agent_poll_result *ret, struct sbx_error *err)
 {
         struct agent_msg m;
@@ -635,7 +607,7 @@ int agent_poll(const char *dir, const char *proc_id, uint64_t stdout_from, uint6
                 agent_msg_free(&m);
                 return build_error(err, r, "poll");
         }
-        r = call_dir(dir, &m, wait_ms + AGENT_CALL_TIMEOUT_MS, &payload, &len, err);
+        r = call_peer(peer, &m, wait_ms + AGENT_CALL_TIMEOUT_MS, &payload, &len, err);
         agent_msg_free(&m);
         if (r < 0)
                 return r;
@@ -654,7 +626,7 @@ int agent_poll(const char *dir, const char *proc_id, uint64_t stdout_from, uint6
         return 0;
 }
 
-int agent_list(const char *dir, struct agent_proc_list *ret, struct sbx_error *err)
+int agent_list(const struct agent_peer *peer, struct agent_proc_list *ret, struct sbx_error *err)
 {
         struct agent_msg m;
         _cleanup_free_ uint8_t *payload = NULL;
@@ -662,7 +634,7 @@ int agent_list(const char *dir, struct agent_proc_list *ret, struct sbx_error *e
         uint32_t len;
 
         agent_msg_init(&m, AGENT_REQ_LIST);
-        int r = call_dir(dir, &m, AGENT_CALL_TIMEOUT_MS, &payload, &len, err);
+        int r = call_peer(peer, &m, AGENT_CALL_TIMEOUT_MS, &payload, &len, err);
         agent_msg_free(&m);
         if (r < 0)
                 return r;
@@ -676,16 +648,16 @@ int agent_list(const char *dir, struct agent_proc_list *ret, struct sbx_error *e
 }
 
 /* A request whose OK answer carries nothing; m is freed. */
-static int simple_call(const char *dir, struct agent_msg *m, int timeout_ms, struct sbx_error *err)
+static int simple_call(const struct agent_peer *peer, struct agent_msg *m, int timeout_ms, struct sbx_error *err)
 {
         _cleanup_free_ uint8_t *payload = NULL;
         uint32_t len;
-        int r = call_dir(dir, m, timeout_ms, &payload, &len, err);
+        int r = call_peer(peer, m, timeout_ms, &payload, &len, err);
         agent_msg_free(m);
         return r < 0 ? r : 0;
 }
 
-int agent_signal(const char *dir, const char *proc_id, int sig, struct sbx_error *err)
+int agent_signal(const struct agent_peer *peer, const char *proc_id, int sig, struct sbx_error *err)
 {
         struct agent_msg m;
         int r;
@@ -696,10 +668,10 @@ int agent_signal(const char *dir, const char *proc_id, int sig, struct sbx_error
                 agent_msg_free(&m);
                 return build_error(err, -EINVAL, "signal");
         }
-        return simple_call(dir, &m, AGENT_CALL_TIMEOUT_MS, err);
+        return simple_call(peer, &m, AGENT_CALL_TIMEOUT_MS, err);
 }
 
-int agent_kill(const char *dir, const char *proc_id, struct sbx_error *err)
+int agent_kill(const struct agent_peer *peer, const char *proc_id, struct sbx_error *err)
 {
         struct agent_msg m;
 
@@ -708,10 +680,10 @@ int agent_kill(const char *dir, const char *proc_id, struct sbx_error *err)
                 agent_msg_free(&m);
                 return build_error(err, -EINVAL, "kill");
         }
-        return simple_call(dir, &m, AGENT_CALL_TIMEOUT_MS, err);
+        return simple_call(peer, &m, AGENT_CALL_TIMEOUT_MS, err);
 }
 
-int agent_stdin(const char *dir, const char *proc_id, const void *data, size_t len, bool close,
+int agent_stdin(const struct agent_peer *peer, const char *proc_id, const void *data, size_t len, bool close,
                 int timeout_ms, uint64_t *ret_written, struct sbx_error *err)
 {
         _cleanup_free_ uint8_t *payload = NULL;
@@ -732,7 +704,7 @@ int agent_stdin(const char *dir, const char *proc_id, const void *data, size_t l
                 agent_msg_free(&m);
                 return build_error(err, r, "stdin");
         }
-        r = agent_connect(dir, &fd, err);
+        r = dial(peer, &fd, err);
         if (r >= 0)
                 r = exchange(fd, &m, timeout_ms > 0 ? timeout_ms + AGENT_CALL_SLACK_MS : -1, &type,
                              &payload, &plen, err);
@@ -757,10 +729,10 @@ int agent_stdin(const char *dir, const char *proc_id, const void *data, size_t l
         return r;
 }
 
-int agent_root(const char *dir, int *ret_fd, struct sbx_error *err)
+int agent_root(const struct agent_peer *peer, int *ret_fd, struct sbx_error *err)
 {
         _cleanup_close_ int fd = -1;
-        int r = agent_connect(dir, &fd, err);
+        int r = dial(peer, &fd, err);
         if (r < 0)
                 return r;
         int64_t deadline = mono_ms() + AGENT_CALL_TIMEOUT_MS;

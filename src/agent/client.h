@@ -105,10 +105,17 @@ void agent_proc_list_free(struct agent_proc_list *l);
  * anything else, lower or mixed case included. */
 int agent_signal_from_name(const char *name);
 
-/* Connect to <sandbox_dir>/agent.sock. The directory path may be longer
- * than a sockaddr_un allows: it is reached through an O_PATH descriptor.
- * The fd is O_CLOEXEC and non-blocking. */
-int agent_connect(const char *sandbox_dir, int *ret_fd, struct sbx_error *err);
+/* How to reach one sandbox's agent: dial returns a connected stream socket,
+ * O_CLOEXEC and non-blocking, or -ECONNREFUSED / -ETIMEDOUT (nobody
+ * listens, a full backlog) with the real cause in err. The manager makes
+ * one per sandbox from its runtime driver (rt_dial). */
+struct agent_peer {
+        int (*dial)(void *ctx, int *ret_fd, struct sbx_error *err);
+        void *ctx;
+};
+/* A peer listening on <dir>/agent.sock (sandbox-init --listen), for tests
+ * and tools; dir must outlive it. */
+struct agent_peer agent_peer_dir(const char *dir);
 
 /* Send req on fd and wait for its answer, at most timeout_ms (< 0: no
  * limit). An OK answer's payload is returned (malloc'd, may be empty); an
@@ -117,26 +124,26 @@ int agent_call(int fd, const struct agent_msg *req, int timeout_ms, uint8_t **re
                uint32_t *ret_len, struct sbx_error *err);
 
 /* Each call below connects, asks, and closes. */
-int agent_ping(const char *dir, int timeout_ms, struct sbx_error *err);
+int agent_ping(const struct agent_peer *peer, int timeout_ms, struct sbx_error *err);
 /* Runs cmd to completion. timeout_ms is the command's deadline (0: none);
  * the call waits that long plus AGENT_CALL_SLACK_MS (forever with none). */
-int agent_exec(const char *dir, const struct agent_cmd *cmd, int64_t timeout_ms,
+int agent_exec(const struct agent_peer *peer, const struct agent_cmd *cmd, int64_t timeout_ms,
                struct agent_exec_result *ret, struct sbx_error *err);
-int agent_spawn(const char *dir, const struct agent_cmd *cmd, struct agent_proc_status *ret,
+int agent_spawn(const struct agent_peer *peer, const struct agent_cmd *cmd, struct agent_proc_status *ret,
                 struct sbx_error *err);
 /* wait_ms: hold until output or exit, at most this long (<= 30000). */
-int agent_poll(const char *dir, const char *proc_id, uint64_t stdout_from, uint64_t stderr_from,
+int agent_poll(const struct agent_peer *peer, const char *proc_id, uint64_t stdout_from, uint64_t stderr_from,
                int wait_ms, struct agent_poll_result *ret, struct sbx_error *err);
-int agent_list(const char *dir, struct agent_proc_list *ret, struct sbx_error *err);
-int agent_signal(const char *dir, const char *proc_id, int sig, struct sbx_error *err);
-int agent_kill(const char *dir, const char *proc_id, struct sbx_error *err);
+int agent_list(const struct agent_peer *peer, struct agent_proc_list *ret, struct sbx_error *err);
+int agent_signal(const struct agent_peer *peer, const char *proc_id, int sig, struct sbx_error *err);
+int agent_kill(const struct agent_peer *peer, const char *proc_id, struct sbx_error *err);
 /* An O_PATH fd of the sandbox's "/" (from sandbox-init, over SCM_RIGHTS). */
-int agent_root(const char *dir, int *ret_fd, struct sbx_error *err);
+int agent_root(const struct agent_peer *peer, int *ret_fd, struct sbx_error *err);
 /* Answers once all of data is in the process's stdin pipe; close: close it
  * afterwards. timeout_ms > 0: the agent gives up when the process has not
  * taken it all by then: -ETIME, *ret_written (may be NULL) the bytes of
  * data written, the rest discarded and stdin left open. <= 0: no limit.
  * Nothing of data stays queued in the agent once the call returns, however
  * it ends. One write at a time: another pending one is -EBUSY. */
-int agent_stdin(const char *dir, const char *proc_id, const void *data, size_t len, bool close,
+int agent_stdin(const struct agent_peer *peer, const char *proc_id, const void *data, size_t len, bool close,
                 int timeout_ms, uint64_t *ret_written, struct sbx_error *err);

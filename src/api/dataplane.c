@@ -232,9 +232,9 @@ static void handle_exec(struct api *a, struct api_req *req, struct sandbox *sb,
         h.cmd.stdin_pipe = false;
         struct agent_exec_result res = { 0 };
         struct sbx_error err = { 0 };
-        int r = agent_exec(mgr_sandbox_dir(sb), &h.cmd, timeout, &res, &err);
+        int r = agent_exec(mgr_agent(sb), &h.cmd, timeout, &res, &err);
         if (r < 0 && should_retry(a, sb, r))
-                r = agent_exec(mgr_sandbox_dir(sb), &h.cmd, timeout, &res, &err);
+                r = agent_exec(mgr_agent(sb), &h.cmd, timeout, &res, &err);
         cmd_holder_free(&h);
         json_decref(body);
         if (r < 0) {
@@ -264,9 +264,9 @@ static void handle_spawn(struct api *a, struct api_req *req, struct sandbox *sb,
         }
         struct agent_proc_status st = { 0 };
         struct sbx_error err = { 0 };
-        int r = agent_spawn(mgr_sandbox_dir(sb), &h.cmd, &st, &err);
+        int r = agent_spawn(mgr_agent(sb), &h.cmd, &st, &err);
         if (r < 0 && should_retry(a, sb, r))
-                r = agent_spawn(mgr_sandbox_dir(sb), &h.cmd, &st, &err);
+                r = agent_spawn(mgr_agent(sb), &h.cmd, &st, &err);
         cmd_holder_free(&h);
         json_decref(body);
         if (r < 0) {
@@ -281,9 +281,9 @@ static void handle_list(struct api *a, struct sandbox *sb, struct api_resp *resp
 {
         struct agent_proc_list l = { 0 };
         struct sbx_error err = { 0 };
-        int r = agent_list(mgr_sandbox_dir(sb), &l, &err);
+        int r = agent_list(mgr_agent(sb), &l, &err);
         if (r < 0 && should_retry(a, sb, r))
-                r = agent_list(mgr_sandbox_dir(sb), &l, &err);
+                r = agent_list(mgr_agent(sb), &l, &err);
         if (r < 0) {
                 agent_failure(sb, r, &err, resp);
                 return;
@@ -334,9 +334,9 @@ static void handle_poll(struct api *a, struct api_req *req, struct sandbox *sb, 
         }
         struct agent_poll_result p = { 0 };
         struct sbx_error err = { 0 };
-        int r = agent_poll(mgr_sandbox_dir(sb), id, out_from, err_from, (int)wait, &p, &err);
+        int r = agent_poll(mgr_agent(sb), id, out_from, err_from, (int)wait, &p, &err);
         if (r < 0 && should_retry(a, sb, r))
-                r = agent_poll(mgr_sandbox_dir(sb), id, out_from, err_from, (int)wait, &p, &err);
+                r = agent_poll(mgr_agent(sb), id, out_from, err_from, (int)wait, &p, &err);
         if (r < 0) {
                 agent_failure(sb, r, &err, resp);
                 return;
@@ -376,9 +376,9 @@ static void handle_signal(struct api *a, struct api_req *req, struct sandbox *sb
                 return;
         }
         struct sbx_error err = { 0 };
-        int r = agent_signal(mgr_sandbox_dir(sb), id, sig, &err);
+        int r = agent_signal(mgr_agent(sb), id, sig, &err);
         if (r < 0 && should_retry(a, sb, r))
-                r = agent_signal(mgr_sandbox_dir(sb), id, sig, &err);
+                r = agent_signal(mgr_agent(sb), id, sig, &err);
         if (r < 0)
                 agent_failure(sb, r, &err, resp);
         else
@@ -388,9 +388,9 @@ static void handle_signal(struct api *a, struct api_req *req, struct sandbox *sb
 static void handle_kill(struct api *a, struct sandbox *sb, const char *id, struct api_resp *resp)
 {
         struct sbx_error err = { 0 };
-        int r = agent_kill(mgr_sandbox_dir(sb), id, &err);
+        int r = agent_kill(mgr_agent(sb), id, &err);
         if (r < 0 && should_retry(a, sb, r))
-                r = agent_kill(mgr_sandbox_dir(sb), id, &err);
+                r = agent_kill(mgr_agent(sb), id, &err);
         if (r < 0)
                 agent_failure(sb, r, &err, resp);
         else
@@ -412,7 +412,7 @@ static void handle_stdin(struct api *a, struct api_req *req, struct sandbox *sb,
         }
         struct sbx_error err = { 0 };
         uint64_t written = 0;
-        int r = agent_stdin(mgr_sandbox_dir(sb), id, req->body.data, req->body.len, close_it,
+        int r = agent_stdin(mgr_agent(sb), id, req->body.data, req->body.len, close_it,
                             STDIN_TIMEOUT_MS, &written, &err);
         if (r == -ETIME) {
                 /* The first `written` bytes reached the process, the rest was

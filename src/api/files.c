@@ -30,11 +30,11 @@ struct files_upload {
         int error;                   /* first -errno while writing */
 };
 
-/* A handle of the sandbox's root from its agent; resp set on failure. */
-static int get_root(struct sandbox *sb, int *ret, struct api_resp *resp)
+/* A handle of the sandbox's root; resp set on failure. */
+static int get_root(struct api *a, struct sandbox *sb, int *ret, struct api_resp *resp)
 {
         struct sbx_error err = { 0 };
-        int r = agent_root(mgr_sandbox_dir(sb), ret, &err);
+        int r = mgr_root(a->mgr, sb, ret, &err);
         if (r < 0)
                 api_error_errno(resp, mgr_sandbox_gone(sb) ? -ENOENT : -EHOSTDOWN, &err);
         return r;
@@ -138,7 +138,7 @@ static void handle_read(struct api *a, struct api_req *req, struct sandbox *sb,
         if (!path_arg(req, resp, false, path))
                 return;
         _cleanup_close_ int root = -1;
-        int r = get_root(sb, &root, resp);
+        int r = get_root(a, sb, &root, resp);
         if (r < 0)
                 return;
         inroot_become(mgr_sandbox_uid(a->mgr, sb));
@@ -179,7 +179,7 @@ static void handle_list(struct api *a, struct api_req *req, struct sandbox *sb,
         if (!path_arg(req, resp, true, path))
                 return;
         _cleanup_close_ int root = -1;
-        int r = get_root(sb, &root, resp);
+        int r = get_root(a, sb, &root, resp);
         if (r < 0)
                 return;
         inroot_become(mgr_sandbox_uid(a->mgr, sb));
@@ -374,7 +374,7 @@ bool files_upload_begin(struct api *a, struct api_req *req, struct api_resp *res
         u->uid = mgr_sandbox_uid(a->mgr, sb);
         u->max = (uint64_t)a->cfg.max_file_bytes;
         _cleanup_close_ int root = -1;
-        if (get_root(sb, &root, resp) < 0) {
+        if (get_root(a, sb, &root, resp) < 0) {
                 files_upload_abort(a, u);
                 return true;
         }

@@ -2,9 +2,13 @@
 #include "fdpass.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 int fd_send(int sock, const void *data, size_t len, int fd, int flags)
@@ -72,4 +76,49 @@ ssize_t fd_recv(int sock, void *buf, size_t len, int *ret_fd, int flags)
                 return -EMSGSIZE;
         }
         return n;
+}
+
+int unix_connect_in(const char *dir, const char *name, int timeout_ms, int *ret_fd,
+                    struct sbx_error *err)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = timeout_ms % 1000 * 1000};
+
+        if (!dir || !name || !ret_fd)
+                return sbx_error_set(err, EINVAL, "connect: no socket directory");
+        /* A long path cannot go in sun_path; a short magic link to an
+         * O_PATH descriptor of the directory always fits. */
+        _cleanup_close_ int dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dirfd < 0) {
+                sbx_error_set(err, errno, "open `%s`", dir);
+                if (err)
+                        err->code = ECONNREFUSED;
+                return -ECONNREFUSED;
+        }
+        if (snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dirfd, name) >=
+            (int)sizeof(sa.sun_path))
+                return sbx_error_set(err, ENAMETOOLONG, "socket name `%s`", name);
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return sbx_error_set(err, errno, "socket");
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        int r;
+        do
+                r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+        while (r < 0 && errno == EINTR);
+        if (r < 0) {
+                int e = errno;
+                int mapped = (e == EAGAIN || e == EINPROGRESS) ? ETIMEDOUT : ECONNREFUSED;
+                sbx_error_set(err, e, "connect to `%s/%s`", dir, name);
+                if (err)
+                        err->code = mapped;
+                return -mapped;
+        }
+        tv = (struct timeval){0};
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+                return sbx_error_set(err, errno, "fcntl");
+        *ret_fd = TAKE_FD(fd);
+        return 0;
 }

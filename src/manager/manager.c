@@ -2,6 +2,7 @@
 #include "manager.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -35,6 +36,8 @@ struct sandbox {
         bool from_pool;             /* taken from the warm pool by this attach */
         struct sandbox *next;       /* hash chain by (deployment, name), guarded by m->lock */
         struct sandbox *id_next;    /* hash chain by id, guarded by m->lock */
+        struct manager *m;
+        struct agent_peer peer;     /* dials its agent through its driver */
 };
 
 struct manager {
@@ -131,6 +134,8 @@ static void sandbox_unref(struct sandbox *sb)
         }
 }
 
+static int sandbox_dial(void *ctx, int *ret_fd, struct sbx_error *err);
+
 static struct sandbox *sandbox_new(struct manager *m, const struct store_sandbox *rec)
 {
         struct sandbox *sb = calloc(1, sizeof(*sb));
@@ -141,6 +146,8 @@ static struct sandbox *sandbox_new(struct manager *m, const struct store_sandbox
         atomic_init(&sb->refs, 1); /* the table's reference */
         atomic_init(&sb->last_active, rec->last_active_at);
         sb->persisted_active = rec->last_active_at;
+        sb->m = m;
+        sb->peer = (struct agent_peer){.dial = sandbox_dial, .ctx = sb};
         return sb;
 }
 
@@ -162,20 +169,43 @@ static void set_dir(struct manager *m, struct sandbox *sb)
                  (unsigned long long)sb->rec.id);
 }
 
-static void fill_spec(struct manager *m, struct sandbox *sb, char *rootfs, size_t rootfs_len,
-                      struct rt_spec *spec)
+/* What the runtime is told about sb. rootfs: a PATH_MAX buffer for a
+ * start, which needs the image (-ENOENT when it is not built), or NULL for
+ * every other operation. */
+static int sandbox_spec(struct manager *m, struct sandbox *sb, char *rootfs, struct rt_spec *spec)
 {
-        memset(spec, 0, sizeof(*spec));
-        spec->id = sb->rec.id;
-        spec->dir = sb->dir;
-        spec->rootfs = rootfs;
-        spec->hostname = sb->rec.name;
-        spec->uid_base = mgr_sandbox_uid(m, sb);
-        spec->uid_count = UID_RANGE;
-        spec->limits = m->cfg.limits;
+        *spec = (struct rt_spec){
+            .driver = NULL, /* the one driver there is: ns */
+            .id = sb->rec.id,
+            .dir = sb->dir,
+            .rootfs = rootfs ? rootfs : "",
+            .hostname = sb->rec.name,
+            .uid_base = mgr_sandbox_uid(m, sb),
+            .uid_count = UID_RANGE,
+            .limits = m->cfg.limits,
+        };
         spec->limits.network = strcmp(network_of(m, sb), "nat") ? RT_NET_NONE : RT_NET_NAT;
-        if (rt_image_rootfs(m->images_dir, sb->rec.image, rootfs, rootfs_len) < 0)
+        if (rootfs && rt_image_rootfs(m->images_dir, sb->rec.image, rootfs, PATH_MAX) < 0) {
                 rootfs[0] = '\0';
+                return -ENOENT;
+        }
+        return 0;
+}
+
+static int sandbox_dial(void *ctx, int *ret_fd, struct sbx_error *err)
+{
+        struct sandbox *sb = ctx;
+        struct rt_spec spec;
+        sandbox_spec(sb->m, sb, NULL, &spec);
+        return rt_dial(sb->m->rt, &spec, ret_fd, err);
+}
+
+/* rt_stop with sb's spec, errors ignored. */
+static void stop_quietly(struct manager *m, struct sandbox *sb)
+{
+        struct rt_spec spec;
+        sandbox_spec(m, sb, NULL, &spec);
+        rt_stop(m->rt, &spec, NULL);
 }
 
 static void log_transition(struct sandbox *sb, const char *from, const char *to, const char *why)
@@ -229,10 +259,16 @@ static void schedule(struct manager *m, struct sandbox *sb)
                 sb->timer_at = d;
 }
 
+static int sweep_root(void *ctx, int *ret_fd)
+{
+        struct sandbox *sb = ctx;
+        return mgr_root(sb->m, sb, ret_fd, NULL);
+}
+
 /* sb's agent answers: remove what uploads of an earlier run left. */
 static void sweep_uploads(struct manager *m, struct sandbox *sb)
 {
-        int n = uploads_sweep(sb->dir, m->run, mgr_sandbox_uid(m, sb));
+        int n = uploads_sweep(sb->dir, m->run, mgr_sandbox_uid(m, sb), sweep_root, sb);
         if (n > 0)
                 log_info("sandbox name=%s: removed %d unfinished upload(s) of an earlier run",
                          sb->rec.name, n);
@@ -248,8 +284,11 @@ static int ensure_running(struct manager *m, struct sandbox *sb, const char *why
         int r;
         if (sb->rec.state == SBX_RUNNING)
                 return 0;
+        char rootfs[PATH_MAX];
+        struct rt_spec spec;
+        sandbox_spec(m, sb, NULL, &spec);
         if (sb->rec.state == SBX_SUSPENDED) {
-                r = rt_thaw(m->rt, sb->rec.id, err);
+                r = rt_thaw(m->rt, &spec, err);
                 if (r == 0) {
                         set_state(m, sb, SBX_RUNNING, why);
                         sweep_uploads(m, sb);
@@ -257,13 +296,10 @@ static int ensure_running(struct manager *m, struct sandbox *sb, const char *why
                 }
                 /* Cannot thaw: treat it as gone and start it again. */
                 log_warn("sandbox name=%s: thaw failed (%s), restarting", sb->rec.name, err->msg);
-                rt_stop(m->rt, sb->rec.id, NULL);
+                rt_stop(m->rt, &spec, NULL);
                 set_state(m, sb, SBX_STOPPED, "thaw failed");
         }
-        char rootfs[4096];
-        struct rt_spec spec;
-        fill_spec(m, sb, rootfs, sizeof(rootfs), &spec);
-        if (!rootfs[0]) {
+        if (sandbox_spec(m, sb, rootfs, &spec) < 0) {
                 sbx_error_say(err, ENOENT, "image '%s' is not built (sandboxd image build %s)",
                               sb->rec.image, sb->rec.image);
                 return -EHOSTDOWN;
@@ -271,7 +307,7 @@ static int ensure_running(struct manager *m, struct sandbox *sb, const char *why
         pid_t pid;
         r = rt_start(m->rt, &spec, &pid, err);
         if (r == -ETIMEDOUT)
-                rt_stop(m->rt, sb->rec.id, NULL);
+                rt_stop(m->rt, &spec, NULL);
         if (r < 0) {
                 pthread_mutex_lock(&m->lock);
                 m->stats.bring_up_failures++;
@@ -313,9 +349,8 @@ static void to_record(struct manager *m, struct sandbox *sb, struct mgr_record *
 static int destroy_locked(struct manager *m, struct sandbox *sb, const char *why,
                           struct sbx_error *err)
 {
-        char rootfs[4096];
         struct rt_spec spec;
-        fill_spec(m, sb, rootfs, sizeof(rootfs), &spec);
+        sandbox_spec(m, sb, NULL, &spec);
         /* Calls in flight lose their agent from here on: they must answer
          * that the sandbox is gone, not that it failed. */
         atomic_store(&sb->dying, true);
@@ -500,7 +535,9 @@ int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
                 } else if (created && sb->from_pool) {
                         sb->from_pool = false;
                         log_transition(sb, "none", "running", "created (warm pool)");
-                        r = rt_set_hostname(sb->init_pid, name, err);
+                        struct rt_spec spec;
+                        sandbox_spec(m, sb, NULL, &spec);
+                        r = rt_set_hostname(m->rt, &spec, sb->init_pid, name, err);
                         if (r < 0)
                                 r = -EHOSTDOWN;
                 } else if (created) {
@@ -588,7 +625,9 @@ static int suspend_locked(struct manager *m, struct sandbox *sb, const char *why
 {
         if (sb->rec.state != SBX_RUNNING)
                 return 0;
-        int r = rt_freeze(m->rt, sb->rec.id, err);
+        struct rt_spec spec;
+        sandbox_spec(m, sb, NULL, &spec);
+        int r = rt_freeze(m->rt, &spec, err);
         if (r < 0)
                 return r;
         set_state(m, sb, SBX_SUSPENDED, why);
@@ -669,6 +708,20 @@ const char *mgr_sandbox_dir(const struct sandbox *sb)
         return sb->dir;
 }
 
+const struct agent_peer *mgr_agent(struct sandbox *sb)
+{
+        return &sb->peer;
+}
+
+int mgr_root(struct manager *m, struct sandbox *sb, int *ret_fd, struct sbx_error *err)
+{
+        struct rt_spec spec;
+        sandbox_spec(m, sb, NULL, &spec);
+        if (rt_caps(m->rt, &spec) & RT_CAP_AGENT_ROOT)
+                return agent_root(&sb->peer, ret_fd, err);
+        return rt_root(m->rt, &spec, ret_fd, err);
+}
+
 uint32_t mgr_sandbox_uid(struct manager *m, const struct sandbox *sb)
 {
         return m->cfg.uid_base + sb->rec.slot * UID_RANGE;
@@ -697,10 +750,10 @@ int mgr_recover(struct manager *m, struct sandbox *sb, struct sbx_error *err)
         if (atomic_load(&sb->gone)) {
                 r = sbx_error_say(err, ENOENT, "sandbox '%s' does not exist", sb->rec.name);
         } else if (sb->rec.state == SBX_RUNNING &&
-                   agent_ping(sb->dir, 2000, NULL) < 0) {
+                   agent_ping(&sb->peer, 2000, NULL) < 0) {
                 /* Its agent is gone (killed, crashed): clean up what is left
                  * and start it again on the same files. */
-                rt_stop(m->rt, sb->rec.id, NULL);
+                stop_quietly(m, sb);
                 set_state(m, sb, SBX_STOPPED, "agent gone");
                 r = ensure_running(m, sb, "restart after agent loss", err);
         }
@@ -806,13 +859,14 @@ static struct sandbox *pool_launch(struct manager *m)
         if (store_sandbox_insert(m->store, &rec, &err) < 0 || !(sb = sandbox_new(m, &rec)))
                 goto fail;
         set_dir(m, sb);
-        char rootfs[4096];
+        char rootfs[PATH_MAX];
         struct rt_spec spec;
-        fill_spec(m, sb, rootfs, sizeof(rootfs), &spec);
+        bool have_image = sandbox_spec(m, sb, rootfs, &spec) == 0;
         spec.hostname = "sandbox";
         pid_t pid;
-        if (!rootfs[0] || mkdir_p(sb->dir, 0700) < 0 || (r = rt_start(m->rt, &spec, &pid, &err)) < 0) {
-                if (rootfs[0])
+        if (!have_image || mkdir_p(sb->dir, 0700) < 0 ||
+            (r = rt_start(m->rt, &spec, &pid, &err)) < 0) {
+                if (have_image)
                         rt_destroy(m->rt, &spec, NULL);
                 goto fail;
         }
@@ -833,9 +887,8 @@ fail:
 
 static void pool_destroy(struct manager *m, struct sandbox *sb)
 {
-        char rootfs[4096];
         struct rt_spec spec;
-        fill_spec(m, sb, rootfs, sizeof(rootfs), &spec);
+        sandbox_spec(m, sb, NULL, &spec);
         rt_destroy(m->rt, &spec, NULL);
         store_sandbox_delete(m->store, sb->rec.id, NULL);
         pthread_mutex_lock(&m->lock);
@@ -884,15 +937,17 @@ static void *pool_main(void *arg)
 
 static void reconnect(struct manager *m, struct sandbox *sb)
 {
-        bool alive = rt_is_alive(m->rt, sb->rec.id);
+        struct rt_spec spec;
+        sandbox_spec(m, sb, NULL, &spec);
+        bool alive = rt_is_alive(m->rt, &spec);
         if (alive && sb->rec.state == SBX_SUSPENDED)
                 return; /* frozen: it cannot answer a ping, and need not */
-        if (alive && sb->rec.state == SBX_RUNNING && agent_ping(sb->dir, 2000, NULL) == 0) {
+        if (alive && sb->rec.state == SBX_RUNNING && agent_ping(&sb->peer, 2000, NULL) == 0) {
                 sweep_uploads(m, sb);
                 return;
         }
         if (alive)
-                rt_stop(m->rt, sb->rec.id, NULL);
+                rt_stop(m->rt, &spec, NULL);
         if (sb->rec.state != SBX_STOPPED)
                 set_state(m, sb, SBX_STOPPED, "agent gone at start-up");
 }

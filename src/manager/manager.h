@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../agent/client.h"
 #include "../common/names.h"
 #include "../common/util.h"
 #include "../runtime/runtime.h"
@@ -91,8 +92,13 @@ int mgr_check_account(struct manager *m, const char *account, struct sbx_error *
 int mgr_enter(struct manager *m, const char *deployment, const char *name, uint64_t id,
               struct sandbox **ret, struct sbx_error *err);
 void mgr_leave(struct manager *m, struct sandbox *sb);
-/* The sandbox dir (holds agent.sock), valid while entered. */
+/* The sandbox dir, valid while entered. */
 const char *mgr_sandbox_dir(const struct sandbox *sb);
+/* How to reach its agent (agent/client.h), valid while entered. */
+const struct agent_peer *mgr_agent(struct sandbox *sb);
+/* An O_PATH fd of its "/" for the file endpoints: from its driver, or
+ * handed over by its agent. */
+int mgr_root(struct manager *m, struct sandbox *sb, int *ret_fd, struct sbx_error *err);
 /* The host uid (and gid) that is root inside the sandbox. */
 uint32_t mgr_sandbox_uid(struct manager *m, const struct sandbox *sb);
 /* An agent call found no agent listening: if the sandbox's processes are

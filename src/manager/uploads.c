@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../agent/client.h"
 #include "../common/inroot.h"
 #include "../common/util.h"
 #include "manager.h"
@@ -91,7 +90,8 @@ static int sweep_one(int rd, const char *name, int root, uint64_t run, uint32_t 
         return removed;
 }
 
-int uploads_sweep(const char *sandbox_dir, uint64_t run, uint32_t uid)
+int uploads_sweep(const char *sandbox_dir, uint64_t run, uint32_t uid,
+                  int (*get_root)(void *ctx, int *ret_fd), void *ctx)
 {
         int rd = records_dir(sandbox_dir, false);
         if (rd == -ENOENT)
@@ -108,7 +108,7 @@ int uploads_sweep(const char *sandbox_dir, uint64_t run, uint32_t uid)
         while ((de = readdir(d))) {
                 if (de->d_name[0] == '.' && !is_upload_name(de->d_name))
                         continue;
-                if (root < 0 && (r = agent_root(sandbox_dir, &root, NULL)) < 0)
+                if (root < 0 && (r = get_root(ctx, &root)) < 0)
                         break;
                 removed += sweep_one(dirfd(d), de->d_name, root, run, uid);
         }

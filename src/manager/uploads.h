@@ -21,4 +21,5 @@ void uploads_done(const char *sandbox_dir, const char *name);
 /* Remove what runs other than `run` left behind; sandbox-init must be
  * running (its root handle is asked for only when there is a record).
  * Returns how many temporary files were removed, or -errno. */
-int uploads_sweep(const char *sandbox_dir, uint64_t run, uint32_t uid);
+int uploads_sweep(const char *sandbox_dir, uint64_t run, uint32_t uid,
+                  int (*get_root)(void *ctx, int *ret_fd), void *ctx);

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime.h"
+#include "ns.h"
 
 #define HOSTNAME_MAX 64
 
@@ -32,8 +32,11 @@ static void *rename_thread(void *arg)
         return NULL;
 }
 
-int rt_set_hostname(pid_t init_pid, const char *name, struct sbx_error *err)
+int ns_set_hostname(void *state, const struct rt_spec *spec, pid_t init_pid, const char *name,
+                    struct sbx_error *err)
 {
+        (void)state;
+        (void)spec;
         char path[64];
         snprintf(path, sizeof(path), "/proc/%d/ns/uts", (int)init_pid);
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -112,3 +112,7 @@ int ns_launch(const struct ns_ctx *ctx, const struct rt_spec *spec, pid_t *ret_p
 
 /* Checks a spec before it crosses to the zygote; 0 or -EINVAL with err. */
 int ns_spec_check(const struct rt_spec *spec, struct sbx_error *err);
+
+/* hostname.c: rt_ns_driver.set_hostname. */
+int ns_set_hostname(void *state, const struct rt_spec *spec, pid_t init_pid, const char *name,
+                    struct sbx_error *err);

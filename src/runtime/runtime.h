@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* The runtime: isolation drivers behind one interface. A driver's whole
  * job is to create an environment from an image with a persistent writable
- * layer, start sandbox-init as its PID 1 listening on <dir>/agent.sock,
- * and freeze, thaw, stop and destroy it. Nothing above runtime/ knows how.
+ * layer, start sandbox-init as its PID 1, let the daemon dial it, and
+ * freeze, thaw, stop and destroy it. Nothing above runtime/ knows how.
  *
- * Only the ns driver exists today (namespaces + overlayfs + cgroups).
+ * A driver is a table of operations (struct rt_driver); the rt_* calls
+ * below pick one by the spec's `driver` name and call through it. The `ns`
+ * driver (namespaces + overlayfs + cgroups, zygote.c) is built in.
  *
- * Threads: rt_open() forks a single-threaded helper (the "zygote") and must
- * be called before the daemon starts any thread. Every clone() with
- * namespace flags happens in a child of that helper, never in the threaded
- * daemon. All other functions are thread-safe.
+ * Threads: rt_open() opens every driver; the ns driver forks a
+ * single-threaded helper (the "zygote"), so rt_open must be called before
+ * the daemon starts any thread. Every clone() with namespace flags happens
+ * in a child of that helper, never in the threaded daemon. All other
+ * functions are thread-safe.
  */
 #pragma once
 
@@ -69,6 +72,9 @@ struct rt_config {
         int32_t dns_port;         /* port of the DNS forwarder; 0 = none, -1 = any free */
         const char *dns_upstream; /* where it forwards; NULL or "" = the host's
                                      own nameservers */
+        /* The drivers to open; NULL = the built-in ones (ns). */
+        const struct rt_driver *const *drivers;
+        size_t n_drivers;
 };
 
 enum rt_network {
@@ -90,6 +96,7 @@ struct rt_limits {
 };
 
 struct rt_spec {
+        const char *driver;   /* its driver's name; NULL = the first one opened */
         uint64_t id;          /* unique, never reused; names the cgroup */
         const char *dir;      /* sandbox dir: holds upper/ work/ agent.sock; exists, 0700 */
         const char *rootfs;   /* image root (read-only lower layer) */
@@ -99,38 +106,101 @@ struct rt_spec {
         struct rt_limits limits;
 };
 
-/* Fork the zygote. Call once, before any thread exists. */
+/* ---- drivers ---- */
+enum {
+        RT_CAP_NAT = 1u << 0,        /* RT_NET_NAT sandboxes */
+        RT_CAP_DISK_LIMIT = 1u << 1, /* limits.disk_bytes is enforced */
+        RT_CAP_HOSTNAME = 1u << 2,   /* set_hostname renames a running sandbox */
+        RT_CAP_AGENT_ROOT = 1u << 3, /* sandbox-init hands over an O_PATH fd of its
+                                        "/" (AGENT_REQ_ROOT) on a dialled socket */
+};
+
+/* One isolation driver. state is what its open() made. Every operation
+ * but open/close/any_alive is about one sandbox, named by its spec (the
+ * same spec its start was given: id and dir at least). Errors are -errno
+ * with err set. Optional operations are NULL. */
+struct rt_driver {
+        const char *name; /* "ns" */
+        uint32_t caps;    /* RT_CAP_* */
+        int (*open)(const struct rt_config *cfg, void **ret_state, struct sbx_error *err);
+        void (*close)(void *state);
+        /* Start sandbox-init as PID 1 and return once it accepts a dial
+         * (see rt_start). */
+        int (*start)(void *state, const struct rt_spec *spec, pid_t *ret_pid,
+                     struct sbx_error *err);
+        int (*freeze)(void *state, const struct rt_spec *spec, struct sbx_error *err);
+        int (*thaw)(void *state, const struct rt_spec *spec, struct sbx_error *err);
+        int (*stop)(void *state, const struct rt_spec *spec, struct sbx_error *err);
+        int (*destroy)(void *state, const struct rt_spec *spec, struct sbx_error *err);
+        bool (*is_alive)(void *state, const struct rt_spec *spec);
+        bool (*any_alive)(void *state);
+        /* A connected stream socket to sandbox-init (agent protocol),
+         * O_CLOEXEC and non-blocking; -ECONNREFUSED when nobody listens. */
+        int (*dial)(void *state, const struct rt_spec *spec, int *ret_fd, struct sbx_error *err);
+        /* Optional. */
+        int (*set_hostname)(void *state, const struct rt_spec *spec, pid_t init_pid,
+                            const char *name, struct sbx_error *err);
+        /* A host-side O_PATH fd of the sandbox's "/", for the file
+         * endpoints. NULL: none (then RT_CAP_AGENT_ROOT says whether the
+         * agent hands one over). */
+        int (*root)(void *state, const struct rt_spec *spec, int *ret_fd, struct sbx_error *err);
+        /* Save a stopped sandbox's state to / restore it from a directory. */
+        int (*checkpoint)(void *state, const struct rt_spec *spec, const char *to,
+                          struct sbx_error *err);
+        int (*restore)(void *state, const struct rt_spec *spec, const char *from, pid_t *ret_pid,
+                       struct sbx_error *err);
+};
+
+extern const struct rt_driver rt_ns_driver;
+
+#define RT_MAX_DRIVERS 4
+
+/* Open the drivers: cfg->drivers (n_drivers of them), or the built-in ns
+ * driver when NULL. Call once, before any thread exists. */
 int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err);
 void rt_close(struct rt *rt);
+/* The opened driver of that name (NULL = the first); NULL when none. */
+const struct rt_driver *rt_driver(const struct rt *rt, const char *name);
 
 /* Start a sandbox: mounts, namespaces, cgroups, then sandbox-init as PID 1.
- * Returns once <dir>/agent.sock accepts connections. Safe to call again on
- * a stopped sandbox (same files); -EBUSY while it still runs. ret_pid: host
+ * Returns once its agent accepts connections. Safe to call again on a
+ * stopped sandbox (same files); -EBUSY while it still runs. ret_pid: host
  * pid of sandbox-init. On failure nothing of this start is left running,
  * except after -ETIMEDOUT (30 s): then rt_stop() it to be sure.
  * spec->dir and spec->rootfs must be absolute; uid_base must not be 0, and
- * each sandbox should get its own range (RLIMIT_NPROC counts per host uid). */
+ * each sandbox should get its own range (RLIMIT_NPROC counts per host uid).
+ * -ENOTSUP: no such driver, or it cannot give what the spec asks for. */
 int rt_start(struct rt *rt, const struct rt_spec *spec, pid_t *ret_pid, struct sbx_error *err);
 
-/* Set the hostname of a running sandbox (its sandbox-init's host pid). */
-int rt_set_hostname(pid_t init_pid, const char *name, struct sbx_error *err);
+/* Set the hostname of a running sandbox (its sandbox-init's host pid);
+ * -ENOTSUP when its driver cannot. */
+int rt_set_hostname(struct rt *rt, const struct rt_spec *spec, pid_t init_pid, const char *name,
+                    struct sbx_error *err);
 
-/* Freeze / thaw every process of the sandbox (cgroup freezer). */
-int rt_freeze(struct rt *rt, uint64_t id, struct sbx_error *err);
-int rt_thaw(struct rt *rt, uint64_t id, struct sbx_error *err);
+/* Freeze / thaw every process of the sandbox. */
+int rt_freeze(struct rt *rt, const struct rt_spec *spec, struct sbx_error *err);
+int rt_thaw(struct rt *rt, const struct rt_spec *spec, struct sbx_error *err);
 
-/* Kill every process of the sandbox, frozen or not, and wait until its
- * cgroup is empty. The files stay. */
-int rt_stop(struct rt *rt, uint64_t id, struct sbx_error *err);
+/* Kill every process of the sandbox, frozen or not, and wait until they
+ * are gone. The files stay. */
+int rt_stop(struct rt *rt, const struct rt_spec *spec, struct sbx_error *err);
 
-/* rt_stop, then remove the cgroups and the sandbox dir (upper layer and
- * all), never following a symlink or crossing a mount. */
+/* rt_stop, then remove what the driver made for it and the sandbox dir
+ * (upper layer and all), never following a symlink or crossing a mount. */
 int rt_destroy(struct rt *rt, const struct rt_spec *spec, struct sbx_error *err);
 
-/* Whether any process of the sandbox is alive (its cgroup is populated). */
-bool rt_is_alive(struct rt *rt, uint64_t id);
-/* Whether any sandbox of this instance is (true when it cannot tell). */
+/* Whether any process of the sandbox is alive. */
+bool rt_is_alive(struct rt *rt, const struct rt_spec *spec);
+/* Whether any sandbox of this instance is, under any driver (true when it
+ * cannot tell). */
 bool rt_any_alive(struct rt *rt);
+
+/* Dial the sandbox's agent (see struct rt_driver.dial). */
+int rt_dial(struct rt *rt, const struct rt_spec *spec, int *ret_fd, struct sbx_error *err);
+/* The driver's host-side root handle; -ENOTSUP when it has none. */
+int rt_root(struct rt *rt, const struct rt_spec *spec, int *ret_fd, struct sbx_error *err);
+/* RT_CAP_* of the spec's driver; 0 when there is no such driver. */
+uint32_t rt_caps(const struct rt *rt, const struct rt_spec *spec);
 
 /* ---- images (runtime/image.c) ----
  * <images>/<name>/rootfs is an image; <images>/<name>/image.json, written

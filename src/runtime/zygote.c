@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* The runtime's public face (runtime.h) and its zygote.
+/* The ns driver (runtime.h: rt_ns_driver) and its zygote.
  *
- * rt_open() forks the zygote while the daemon is still single-threaded.
- * The zygote never runs a thread: for each rt_start() it receives the
+ * ns_open() forks the zygote while the daemon is still single-threaded.
+ * The zygote never runs a thread: for each start it receives the
  * spec and a reply socket over a SOCK_SEQPACKET pair, forks a launcher
  * (ns.c) and goes back to waiting. The launcher builds the sandbox,
  * answers on the reply socket and exits; SIGCHLD is ignored in the zygote
@@ -35,12 +35,13 @@
 #define RT_START_TIMEOUT_MS 30000
 #define RT_LAUNCH_ALARM_S 25
 #define RT_INIT_MAX (256u << 20)
+#define NS_DIAL_TIMEOUT_MS 10000
 
 #ifndef MFD_EXEC
 #define MFD_EXEC 0x0010U
 #endif
 
-struct rt {
+struct ns_rt {
         int sock; /* to the zygote */
         pid_t zygote;
         pthread_mutex_t lock; /* one request on the socket at a time */
@@ -251,7 +252,9 @@ static int open_network(const struct rt_config *cfg, struct ns_net_cfg *net,
         return r;
 }
 
-int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err)
+static void ns_close(void *state);
+
+static int ns_open(const struct rt_config *cfg, void **ret, struct sbx_error *err)
 {
         if (!cfg || !cfg->init_path || !ret)
                 return sbx_error_set(err, EINVAL, "rt_open: no sandbox-init path");
@@ -260,7 +263,7 @@ int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err)
         if (count_threads() != 1)
                 return sbx_error_set(err, EBUSY, "rt_open must run before any thread starts");
         struct ns_ctx ctx = {.init_memfd = -1};
-        _cleanup_free_ struct rt *rt = calloc(1, sizeof(*rt));
+        _cleanup_free_ struct ns_rt *rt = calloc(1, sizeof(*rt));
         if (!rt)
                 return sbx_error_set(err, ENOMEM, "rt_open");
         int r = cg_detect(&ctx.cg, cfg->cgroup_root, err);
@@ -304,15 +307,16 @@ int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err)
         pthread_mutex_init(&rt->lock, NULL);
         /* After the fork: the forwarder is a thread of the daemon. */
         if (rt->dns && (r = dns_forwarder_start(rt->dns, &ctx.net, cfg->dns_upstream, err)) < 0) {
-                rt_close(TAKE_PTR(rt));
+                ns_close(TAKE_PTR(rt));
                 return r;
         }
         *ret = TAKE_PTR(rt);
         return 0;
 }
 
-void rt_close(struct rt *rt)
+static void ns_close(void *state)
 {
+        struct ns_rt *rt = state;
         if (!rt)
                 return;
         dns_forwarder_stop(rt->dns);
@@ -327,7 +331,7 @@ void rt_close(struct rt *rt)
         free(rt);
 }
 
-/* ---- rt_start ---- */
+/* ---- start ---- */
 
 static int req_build(const struct rt_spec *spec, struct buf *b)
 {
@@ -391,8 +395,10 @@ static int wait_reply(int fd, pid_t *ret_pid, struct sbx_error *err)
         return 0;
 }
 
-int rt_start(struct rt *rt, const struct rt_spec *spec, pid_t *ret_pid, struct sbx_error *err)
+static int ns_start(void *state, const struct rt_spec *spec, pid_t *ret_pid,
+                    struct sbx_error *err)
 {
+        struct ns_rt *rt = state;
         int r = ns_spec_check(spec, err);
         if (r < 0)
                 return r;
@@ -427,33 +433,42 @@ int rt_start(struct rt *rt, const struct rt_spec *spec, pid_t *ret_pid, struct s
 
 /* ---- cgroup-only operations ---- */
 
-int rt_freeze(struct rt *rt, uint64_t id, struct sbx_error *err)
+static int ns_freeze(void *state, const struct rt_spec *spec, struct sbx_error *err)
 {
-        return cg_freeze(&rt->cg, id, err);
+        return cg_freeze(&((struct ns_rt *)state)->cg, spec->id, err);
 }
 
-int rt_thaw(struct rt *rt, uint64_t id, struct sbx_error *err)
+static int ns_thaw(void *state, const struct rt_spec *spec, struct sbx_error *err)
 {
-        return cg_thaw(&rt->cg, id, err);
+        return cg_thaw(&((struct ns_rt *)state)->cg, spec->id, err);
 }
 
-int rt_stop(struct rt *rt, uint64_t id, struct sbx_error *err)
+static int ns_stop(void *state, const struct rt_spec *spec, struct sbx_error *err)
 {
-        return cg_kill_all(&rt->cg, id, err);
+        return cg_kill_all(&((struct ns_rt *)state)->cg, spec->id, err);
 }
 
-bool rt_is_alive(struct rt *rt, uint64_t id)
+static bool ns_is_alive(void *state, const struct rt_spec *spec)
 {
-        return cg_populated(&rt->cg, id);
+        return cg_populated(&((struct ns_rt *)state)->cg, spec->id);
 }
 
-bool rt_any_alive(struct rt *rt)
+static bool ns_any_alive(void *state)
 {
-        return cg_any_populated(&rt->cg);
+        return cg_any_populated(&((struct ns_rt *)state)->cg);
 }
 
-int rt_destroy(struct rt *rt, const struct rt_spec *spec, struct sbx_error *err)
+/* sandbox-init listens on <dir>/agent.sock, a socket in the sandbox dir
+ * it sees as /.sandboxd (ns.c). */
+static int ns_dial(void *state, const struct rt_spec *spec, int *ret_fd, struct sbx_error *err)
 {
+        (void)state;
+        return unix_connect_in(spec->dir, "agent.sock", NS_DIAL_TIMEOUT_MS, ret_fd, err);
+}
+
+static int ns_destroy(void *state, const struct rt_spec *spec, struct sbx_error *err)
+{
+        struct ns_rt *rt = state;
         if (!spec || !spec->dir || spec->dir[0] != '/' || !strcmp(spec->dir, "/") ||
             strstr(spec->dir, "/../") || strlen(spec->dir) >= PATH_MAX)
                 return sbx_error_set(err, EINVAL, "refusing to destroy sandbox dir `%s`",
@@ -470,3 +485,19 @@ int rt_destroy(struct rt *rt, const struct rt_spec *spec, struct sbx_error *err)
                 return sbx_error_set(err, -r, "remove sandbox dir `%s`", spec->dir);
         return 0;
 }
+
+const struct rt_driver rt_ns_driver = {
+    .name = "ns",
+    .caps = RT_CAP_NAT | RT_CAP_DISK_LIMIT | RT_CAP_HOSTNAME | RT_CAP_AGENT_ROOT,
+    .open = ns_open,
+    .close = ns_close,
+    .start = ns_start,
+    .freeze = ns_freeze,
+    .thaw = ns_thaw,
+    .stop = ns_stop,
+    .destroy = ns_destroy,
+    .is_alive = ns_is_alive,
+    .any_alive = ns_any_alive,
+    .dial = ns_dial,
+    .set_hostname = ns_set_hostname,
+};

@@ -21,6 +21,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char dir[] = "/tmp/sandboxd-fuzz-agent-XXXXXX";
+static struct agent_peer peer;
 static int listener = -1;
 
 struct answer {
@@ -52,6 +53,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
         if (!mkdtemp(dir))
                 abort();
+        peer = agent_peer_dir(dir);
         listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/agent.sock", dir);
@@ -75,47 +77,47 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         switch (data[0] % 9) {
         case 0: {
                 struct agent_exec_result r = { 0 };
-                if (agent_exec(dir, &cmd, 1000, &r, &err) == 0)
+                if (agent_exec(&peer, &cmd, 1000, &r, &err) == 0)
                         agent_exec_result_free(&r);
                 break;
         }
         case 1: {
                 struct agent_proc_status s = { 0 };
-                if (agent_spawn(dir, &cmd, &s, &err) == 0)
+                if (agent_spawn(&peer, &cmd, &s, &err) == 0)
                         agent_proc_status_free(&s);
                 break;
         }
         case 2: {
                 struct agent_poll_result p = { 0 };
-                if (agent_poll(dir, "p1", 0, 0, 0, &p, &err) == 0)
+                if (agent_poll(&peer, "p1", 0, 0, 0, &p, &err) == 0)
                         agent_poll_result_free(&p);
                 break;
         }
         case 3: {
                 struct agent_proc_list l = { 0 };
-                if (agent_list(dir, &l, &err) == 0)
+                if (agent_list(&peer, &l, &err) == 0)
                         agent_proc_list_free(&l);
                 break;
         }
         case 4:
-                agent_ping(dir, 1000, &err);
+                agent_ping(&peer, 1000, &err);
                 break;
         case 5:
-                agent_signal(dir, "p1", 15, &err);
+                agent_signal(&peer, "p1", 15, &err);
                 break;
         case 6:
-                agent_kill(dir, "p1", &err);
+                agent_kill(&peer, "p1", &err);
                 break;
         case 7: {
                 uint64_t written = 0;
-                if (agent_stdin(dir, "p1", "x", 1, true, 1000, &written, &err) == -ETIME &&
+                if (agent_stdin(&peer, "p1", "x", 1, true, 1000, &written, &err) == -ETIME &&
                     written > 1)
                         abort(); /* never more than was sent */
                 break;
         }
         default: {
                 int fd = -1;
-                if (agent_root(dir, &fd, &err) == 0)
+                if (agent_root(&peer, &fd, &err) == 0)
                         close(fd);
                 break;
         }

@@ -315,14 +315,15 @@ static int frozen_state(uint64_t id)
         return -1;
 }
 
-static void check_freeze(struct rt *rt, pid_t pid, uint64_t id)
+static void check_freeze(struct rt *rt, pid_t pid, const struct rt_spec *s)
 {
         struct sbx_error err = {0};
-        int r = rt_freeze(rt, id, &err);
+        uint64_t id = s->id;
+        int r = rt_freeze(rt, s, &err);
         CHECK(r == 0, "rt_freeze %s", err.msg);
         CHECK(frozen_state(id) == 1, "cgroup reports frozen");
-        CHECK(rt_is_alive(rt, id), "a frozen sandbox is alive");
-        r = rt_thaw(rt, id, &err);
+        CHECK(rt_is_alive(rt, s), "a frozen sandbox is alive");
+        r = rt_thaw(rt, s, &err);
         CHECK(r == 0, "rt_thaw %s", err.msg);
         CHECK(frozen_state(id) == 0, "cgroup reports thawed");
         CHECK(kill(pid, 0) == 0, "init still there");
@@ -356,23 +357,23 @@ static void test_lifecycle(struct rt *rt, const char *rootfs)
         if (r < 0)
                 return;
         CHECK(agent_answers(dir), "agent.sock accepts connections");
-        CHECK(rt_is_alive(rt, s.id), "rt_is_alive");
+        CHECK(rt_is_alive(rt, &s), "rt_is_alive");
         check_posture(pid, &s);
-        check_freeze(rt, pid, s.id);
+        check_freeze(rt, pid, &s);
 
         pid_t pid2 = 0;
         r = rt_start(rt, &s, &pid2, &err);
         CHECK(r == -EBUSY, "second rt_start on a live sandbox fails: %s", err.msg);
 
         memset(&err, 0, sizeof(err));
-        r = rt_stop(rt, s.id, &err);
-        CHECK(r == 0 && !rt_is_alive(rt, s.id), "rt_stop empties the cgroup");
+        r = rt_stop(rt, &s, &err);
+        CHECK(r == 0 && !rt_is_alive(rt, &s), "rt_stop empties the cgroup");
         r = rt_start(rt, &s, &pid, &err);
         CHECK(r == 0, "restart after stop %s", err.msg);
         char p[512];
         snprintf(p, sizeof(p), "/proc/%d/root/workspace/hello", (int)pid);
         CHECK(r == 0 && access(p, F_OK) == 0, "files survive a restart");
-        r = rt_freeze(rt, s.id, &err);
+        r = rt_freeze(rt, &s, &err);
         CHECK(r == 0, "freeze before destroy");
         r = rt_destroy(rt, &s, &err);
         CHECK(r == 0, "rt_destroy of a frozen sandbox %s", err.msg);
@@ -407,7 +408,7 @@ static void test_hostile(struct rt *rt, const char *rootfs)
                 int before = count_entries("/proc/self/fd", false);
                 int r = rt_start(rt, &s, &pid, &err);
                 CHECK(r < 0, "upper /%s -> %s refused: %s", cases[i][0], cases[i][1], err.msg);
-                CHECK(!rt_is_alive(rt, s.id), "nothing left running");
+                CHECK(!rt_is_alive(rt, &s), "nothing left running");
                 CHECK(count_entries("/proc/self/fd", false) == before, "no fd leaked");
                 rt_destroy(rt, &s, &err);
         }

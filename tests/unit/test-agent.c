@@ -28,6 +28,7 @@
 
 static const char *init_path;
 static char dir[256];
+static struct agent_peer agent; /* <dir>/agent.sock */
 static pid_t init_pid = -1;
 
 #define CMD(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -73,7 +74,7 @@ static struct agent_exec_result exec_ok(const struct agent_cmd *c, int64_t timeo
 {
         struct agent_exec_result r = {0};
         struct sbx_error err = {0};
-        int rc = agent_exec(dir, c, timeout_ms, &r, &err);
+        int rc = agent_exec(&agent, c, timeout_ms, &r, &err);
         if (rc < 0)
                 fail_msg("exec: %d %s", rc, err.msg);
         return r;
@@ -83,7 +84,7 @@ static char *spawn_ok(const struct agent_cmd *c)
 {
         struct agent_proc_status st = {0};
         struct sbx_error err = {0};
-        int rc = agent_spawn(dir, c, &st, &err);
+        int rc = agent_spawn(&agent, c, &st, &err);
         if (rc < 0)
                 fail_msg("spawn: %d %s", rc, err.msg);
         assert_false(st.exited);
@@ -96,7 +97,7 @@ static char *spawn_ok(const struct agent_cmd *c)
 static void poll_ok(const char *id, uint64_t of, uint64_t ef, int wait, struct agent_poll_result *r)
 {
         struct sbx_error err = {0};
-        int rc = agent_poll(dir, id, of, ef, wait, r, &err);
+        int rc = agent_poll(&agent, id, of, ef, wait, r, &err);
         if (rc < 0)
                 fail_msg("poll %s: %d %s", id, rc, err.msg);
 }
@@ -118,9 +119,9 @@ static void kill_all(void)
 {
         struct agent_proc_list l = {0};
         struct sbx_error err = {0};
-        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(agent_list(&agent, &l, &err), 0);
         for (size_t i = 0; i < l.n; i++)
-                assert_int_equal(agent_kill(dir, l.procs[i].id, &err), 0);
+                assert_int_equal(agent_kill(&agent, l.procs[i].id, &err), 0);
         agent_proc_list_free(&l);
 }
 
@@ -139,6 +140,7 @@ static int start_init(void **state)
         snprintf(dir, sizeof(dir), "%s/sbx-agent-XXXXXX", tmp && *tmp ? tmp : "/tmp");
         if (!mkdtemp(dir))
                 return -1;
+        agent = agent_peer_dir(dir);
         snprintf(sock, sizeof(sock), "--listen=%s/agent.sock", dir);
         init_pid = fork();
         if (init_pid < 0)
@@ -149,7 +151,7 @@ static int start_init(void **state)
         }
         for (int i = 0; i < 500; i++) {
                 struct sbx_error err;
-                if (agent_ping(dir, 1000, &err) == 0)
+                if (agent_ping(&agent, 1000, &err) == 0)
                         return 0;
                 msleep(10);
         }
@@ -181,7 +183,7 @@ static int stop_init(void **state)
 static void test_ping(void **state)
 {
         struct sbx_error err = {0};
-        assert_int_equal(agent_ping(dir, 1000, &err), 0);
+        assert_int_equal(agent_ping(&agent, 1000, &err), 0);
 }
 
 static void test_exec_basic(void **state)
@@ -285,10 +287,10 @@ static void test_exec_failures(void **state)
         c = cmd(CMD("true"));
         c.env = bad_env;
         c.envc = 1;
-        assert_int_equal(agent_exec(dir, &c, 0, &none, &err), -EINVAL);
+        assert_int_equal(agent_exec(&agent, &c, 0, &none, &err), -EINVAL);
         c = cmd(CMD("true"));
         c.argc = 0;
-        assert_int_equal(agent_exec(dir, &c, 0, &none, &err), -EINVAL);
+        assert_int_equal(agent_exec(&agent, &c, 0, &none, &err), -EINVAL);
 }
 
 static void test_exec_signal_exit(void **state)
@@ -390,12 +392,12 @@ static void test_spawn_ring(void **state)
         assert_int_equal(p.err_len, 0);
         agent_poll_result_free(&p);
         /* past the end */
-        assert_int_equal(agent_poll(dir, id, (3u << 20) + 1, 0, 0, &p, &err), -EINVAL);
-        assert_int_equal(agent_poll(dir, id, 0, 6, 0, &p, &err), -EINVAL);
+        assert_int_equal(agent_poll(&agent, id, (3u << 20) + 1, 0, 0, &p, &err), -EINVAL);
+        assert_int_equal(agent_poll(&agent, id, 0, 6, 0, &p, &err), -EINVAL);
 
         /* LIST shows it, with its command */
         struct agent_proc_list l = {0};
-        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(agent_list(&agent, &l, &err), 0);
         assert_int_equal(l.n, 1);
         assert_string_equal(l.procs[0].id, id);
         assert_int_equal(l.procs[0].argc, 3);
@@ -403,10 +405,10 @@ static void test_spawn_ring(void **state)
         assert_true(l.procs[0].exited);
         agent_proc_list_free(&l);
 
-        assert_int_equal(agent_kill(dir, id, &err), 0);
-        assert_int_equal(agent_kill(dir, id, &err), -ENOENT);
-        assert_int_equal(agent_poll(dir, id, 0, 0, 0, &p, &err), -ENOENT);
-        assert_int_equal(agent_poll(dir, "bad/id", 0, 0, 0, &p, &err), -EINVAL);
+        assert_int_equal(agent_kill(&agent, id, &err), 0);
+        assert_int_equal(agent_kill(&agent, id, &err), -ENOENT);
+        assert_int_equal(agent_poll(&agent, id, 0, 0, 0, &p, &err), -ENOENT);
+        assert_int_equal(agent_poll(&agent, "bad/id", 0, 0, 0, &p, &err), -EINVAL);
         free(id);
 }
 
@@ -517,16 +519,16 @@ static void test_signal_group(void **state)
         assert_int_equal(lines(out), 2);
         pid_t a = (pid_t)atoi(out), b = (pid_t)atoi(strchr(out, '\n') + 1);
 
-        assert_int_equal(agent_signal(dir, id, SIGSYS, &err), -EINVAL);
-        assert_int_equal(agent_signal(dir, "p0-nothere", SIGTERM, &err), -ENOENT);
-        assert_int_equal(agent_signal(dir, id, agent_signal_from_name("TERM"), &err), 0);
+        assert_int_equal(agent_signal(&agent, id, SIGSYS, &err), -EINVAL);
+        assert_int_equal(agent_signal(&agent, "p0-nothere", SIGTERM, &err), -ENOENT);
+        assert_int_equal(agent_signal(&agent, id, agent_signal_from_name("TERM"), &err), 0);
         wait_exit(id, &p);
         assert_int_equal(p.status.exit_code, 143);
         agent_poll_result_free(&p);
         assert_true(pid_gone(a));
         assert_true(pid_gone(b));
         /* signalling an exited process is fine */
-        assert_int_equal(agent_signal(dir, id, SIGTERM, &err), 0);
+        assert_int_equal(agent_signal(&agent, id, SIGTERM, &err), 0);
         kill_all();
         free(id);
 
@@ -551,12 +553,12 @@ static void test_cap(void **state)
         kill_all();
         for (int i = 0; i < AGENT_MAX_PROCS; i++)
                 ids[i] = spawn_ok(&c);
-        assert_int_equal(agent_spawn(dir, &c, &st, &err), -EDQUOT);
+        assert_int_equal(agent_spawn(&agent, &c, &st, &err), -EDQUOT);
         struct agent_cmd t = cmd(CMD("true"));
-        assert_int_equal(agent_exec(dir, &t, 1000, &r, &err), -EDQUOT);
+        assert_int_equal(agent_exec(&agent, &t, 1000, &r, &err), -EDQUOT);
 
         struct agent_proc_list l = {0};
-        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(agent_list(&agent, &l, &err), 0);
         assert_int_equal(l.n, AGENT_MAX_PROCS);
         for (int i = 0; i < AGENT_MAX_PROCS; i++)
                 assert_string_equal(l.procs[i].id, ids[i]); /* start order */
@@ -564,13 +566,13 @@ static void test_cap(void **state)
 
         /* only running processes count: an exited one frees its place at
          * once, and its record stays until killed */
-        assert_int_equal(agent_signal(dir, ids[0], SIGKILL, &err), 0);
+        assert_int_equal(agent_signal(&agent, ids[0], SIGKILL, &err), 0);
         struct agent_poll_result p = {0};
         wait_exit(ids[0], &p);
         agent_poll_result_free(&p);
         char *extra = spawn_ok(&c);
-        assert_int_equal(agent_spawn(dir, &c, &st, &err), -EDQUOT);
-        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(agent_spawn(&agent, &c, &st, &err), -EDQUOT);
+        assert_int_equal(agent_list(&agent, &l, &err), 0);
         assert_int_equal(l.n, AGENT_MAX_PROCS + 1);
         agent_proc_list_free(&l);
         poll_ok(ids[0], 0, 0, 0, &p);
@@ -605,7 +607,7 @@ static bool known(const char *id)
 {
         struct agent_poll_result p = {0};
         struct sbx_error err = {0};
-        int rc = agent_poll(dir, id, 0, 0, 0, &p, &err);
+        int rc = agent_poll(&agent, id, 0, 0, 0, &p, &err);
         agent_poll_result_free(&p);
         if (rc != 0 && rc != -ENOENT)
                 fail_msg("poll %s: %d %s", id, rc, err.msg);
@@ -624,7 +626,7 @@ static void test_exited_bounded(void **state)
         /* never killed: the oldest exited go first, the newest stay */
         for (int i = 0; i < N; i++)
                 ids[i] = run_ok(&t);
-        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(agent_list(&agent, &l, &err), 0);
         assert_int_equal(l.n, AGENT_MAX_EXITED);
         for (size_t i = 0; i < l.n; i++)
                 assert_string_equal(l.procs[i].id, ids[N - AGENT_MAX_EXITED + i]);
@@ -647,7 +649,7 @@ static void test_exited_bounded(void **state)
                 free(last);
                 last = run_ok(&big);
         }
-        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(agent_list(&agent, &l, &err), 0);
         assert_true(l.n <= (size_t)keep);
         assert_true(l.n >= (size_t)keep - 1); /* argv and rounding take a little */
         assert_string_equal(l.procs[l.n - 1].id, last);
@@ -669,16 +671,16 @@ static void test_stdin(void **state)
         struct agent_poll_result p = {0};
         struct sbx_error err = {0};
 
-        assert_int_equal(agent_stdin(dir, id, "hello\n", 6, false, 5000, NULL, &err), 0);
+        assert_int_equal(agent_stdin(&agent, id, "hello\n", 6, false, 5000, NULL, &err), 0);
         poll_ok(id, 0, 0, 5000, &p);
         assert_string_equal(p.out, "hello\n");
         agent_poll_result_free(&p);
-        assert_int_equal(agent_stdin(dir, id, "bye", 3, true, 5000, NULL, &err), 0);
+        assert_int_equal(agent_stdin(&agent, id, "bye", 3, true, 5000, NULL, &err), 0);
         wait_exit(id, &p);
         assert_int_equal(p.status.exit_code, 0);
         assert_string_equal(p.out, "hello\nbye");
         agent_poll_result_free(&p);
-        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 5000, NULL, &err), -EBUSY);
+        assert_int_equal(agent_stdin(&agent, id, "x", 1, false, 5000, NULL, &err), -EBUSY);
         kill_all();
         free(id);
 
@@ -690,7 +692,7 @@ static void test_stdin(void **state)
         c = cmd(CMD("sh", "-c", "wc -c"));
         c.stdin_pipe = true;
         id = spawn_ok(&c);
-        assert_int_equal(agent_stdin(dir, id, data, big, true, 10000, NULL, &err), 0);
+        assert_int_equal(agent_stdin(&agent, id, data, big, true, 10000, NULL, &err), 0);
         wait_exit(id, &p);
         assert_int_equal(atoi(p.out), (int)big);
         agent_poll_result_free(&p);
@@ -701,7 +703,7 @@ static void test_stdin(void **state)
         /* without a stdin pipe */
         c = cmd(CMD("sleep", "100"));
         id = spawn_ok(&c);
-        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 5000, NULL, &err), -EBUSY);
+        assert_int_equal(agent_stdin(&agent, id, "x", 1, false, 5000, NULL, &err), -EBUSY);
         kill_all();
         free(id);
 
@@ -711,7 +713,7 @@ static void test_stdin(void **state)
         id = spawn_ok(&c);
         wait_exit(id, &p);
         agent_poll_result_free(&p);
-        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 5000, NULL, &err), -EBUSY);
+        assert_int_equal(agent_stdin(&agent, id, "x", 1, false, 5000, NULL, &err), -EBUSY);
         assert_non_null(strstr(err.msg, "Broken pipe"));
         kill_all();
         free(id);
@@ -734,21 +736,21 @@ static void test_stdin_timeout(void **state)
         char *id = spawn_ok(&c);
 
         /* the write gives up at its deadline and says how far it got */
-        assert_int_equal(agent_stdin(dir, id, data, big, true, 300, &written, &err), -ETIME);
+        assert_int_equal(agent_stdin(&agent, id, data, big, true, 300, &written, &err), -ETIME);
         assert_true(written < big);
         assert_non_null(strstr(err.msg, "discarded"));
 
         /* one write at a time: a second one while another waits is refused */
         int fd = -1;
         struct agent_msg m;
-        assert_int_equal(agent_connect(dir, &fd, &err), 0);
+        assert_int_equal(agent.dial(agent.ctx, &fd, &err), 0);
         agent_msg_init(&m, AGENT_REQ_STDIN);
         agent_put_str(&m, AGENT_T_PROC_ID, id);
         agent_put_bytes(&m, AGENT_T_DATA, data, 100000);
         assert_int_equal(agent_msg_send(fd, &m), 0);
         agent_msg_free(&m);
         msleep(100);
-        assert_int_equal(agent_stdin(dir, id, "x", 1, false, 1000, &w2, &err), -EBUSY);
+        assert_int_equal(agent_stdin(&agent, id, "x", 1, false, 1000, &w2, &err), -EBUSY);
         assert_non_null(strstr(err.msg, "pending"));
         /* its requester leaves: what it had queued goes too */
         close(fd);
@@ -757,7 +759,7 @@ static void test_stdin_timeout(void **state)
         struct agent_cmd go = cmd(CMD("touch", "go"));
         struct agent_exec_result r = exec_ok(&go, 5000);
         agent_exec_result_free(&r);
-        assert_int_equal(agent_stdin(dir, id, "", 0, true, 5000, &w2, &err), 0);
+        assert_int_equal(agent_stdin(&agent, id, "", 0, true, 5000, &w2, &err), 0);
         wait_exit(id, &p);
         assert_int_equal(p.status.exit_code, 0);
         assert_int_equal(strtoull(p.out, NULL, 10), written); /* not a byte more */
@@ -775,7 +777,7 @@ static void test_held_does_not_block(void **state)
         uint8_t *payload = NULL;
         uint32_t len;
 
-        assert_int_equal(agent_connect(dir, &fd, &err), 0);
+        assert_int_equal(agent.dial(agent.ctx, &fd, &err), 0);
         agent_msg_init(&m, AGENT_REQ_EXEC);
         agent_put_str(&m, AGENT_T_ARGV, "sleep");
         agent_put_str(&m, AGENT_T_ARGV, "0.5");
@@ -785,11 +787,11 @@ static void test_held_does_not_block(void **state)
 
         /* another connection is served meanwhile */
         int64_t t0 = mono_ms();
-        assert_int_equal(agent_ping(dir, 1000, &err), 0);
+        assert_int_equal(agent_ping(&agent, 1000, &err), 0);
         assert_true(elapsed_ms(t0) < 300);
 
         /* a held exec whose client leaves keeps running (and is listed) */
-        assert_int_equal(agent_connect(dir, &fd2, &err), 0);
+        assert_int_equal(agent.dial(agent.ctx, &fd2, &err), 0);
         agent_msg_init(&m, AGENT_REQ_EXEC);
         agent_put_str(&m, AGENT_T_ARGV, "sleep");
         agent_put_str(&m, AGENT_T_ARGV, "0.2");
@@ -825,7 +827,7 @@ static int exec_unread(const char *const *argv)
         struct agent_msg m;
         int fd = -1;
 
-        assert_int_equal(agent_connect(dir, &fd, &err), 0);
+        assert_int_equal(agent.dial(agent.ctx, &fd, &err), 0);
         agent_msg_init(&m, AGENT_REQ_EXEC);
         for (size_t i = 0; argv[i]; i++)
                 agent_put_str(&m, AGENT_T_ARGV, argv[i]);
@@ -839,7 +841,7 @@ static int exec_unread(const char *const *argv)
 static char *only_exec_record(struct agent_proc_list *l)
 {
         struct sbx_error err = {0};
-        assert_int_equal(agent_list(dir, l, &err), 0);
+        assert_int_equal(agent_list(&agent, l, &err), 0);
         assert_int_equal(l->n, 1);
         assert_true(l->procs[0].exec);
         return strdup(l->procs[0].id);
@@ -876,7 +878,7 @@ static void test_exec_lost(void **state)
         assert_string_equal(p.out, "\n");
         assert_string_equal(p.err, "");
         agent_poll_result_free(&p);
-        assert_int_equal(agent_kill(dir, id, &err), 0);
+        assert_int_equal(agent_kill(&agent, id, &err), 0);
         assert_false(known(id));
         free(id);
 
@@ -884,7 +886,7 @@ static void test_exec_lost(void **state)
          * holds) was not read when the requester left */
         fd = exec_unread(CMD("sh", "-c", "head -c 3000000 /dev/zero; echo e >&2"));
         msleep(500);
-        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(agent_list(&agent, &l, &err), 0);
         assert_int_equal(l.n, 0); /* not listed while its answer is being written */
         agent_proc_list_free(&l);
         close(fd);
@@ -906,7 +908,7 @@ static void test_exec_lost(void **state)
         struct agent_cmd t = cmd(CMD("true"));
         struct agent_exec_result r = exec_ok(&t, 1000);
         agent_exec_result_free(&r);
-        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(agent_list(&agent, &l, &err), 0);
         assert_int_equal(l.n, 0);
         agent_proc_list_free(&l);
 }
@@ -920,7 +922,7 @@ static void test_protocol_errors(void **state)
         int fd = -1;
 
         /* a bad header: INVALID, then the connection closes */
-        assert_int_equal(agent_connect(dir, &fd, &err), 0);
+        assert_int_equal(agent.dial(agent.ctx, &fd, &err), 0);
         uint8_t bad[AGENT_HEADER_SIZE] = {0, 0, 0, 0, 1, 0, 7, 7, 0, 0, 0, 0};
         assert_int_equal(write(fd, bad, sizeof(bad)), sizeof(bad));
         struct timeval tv = {2, 0};
@@ -935,7 +937,7 @@ static void test_protocol_errors(void **state)
         /* an unknown type, then a malformed payload */
         struct agent_msg m;
         agent_msg_init(&m, 77);
-        assert_int_equal(agent_connect(dir, &fd, &err), 0);
+        assert_int_equal(agent.dial(agent.ctx, &fd, &err), 0);
         assert_int_equal(agent_call(fd, &m, 1000, &payload, &len, &err), -EINVAL);
         assert_true(agent_call(fd, &m, 1000, &payload, &len, &err) < 0);
         close(fd);
@@ -944,7 +946,7 @@ static void test_protocol_errors(void **state)
         agent_msg_init(&m, AGENT_REQ_POLL);
         agent_put_str(&m, AGENT_T_PROC_ID, "p1-x");
         m.payload.len -= 1; /* field runs past the end */
-        assert_int_equal(agent_connect(dir, &fd, &err), 0);
+        assert_int_equal(agent.dial(agent.ctx, &fd, &err), 0);
         assert_int_equal(agent_call(fd, &m, 1000, &payload, &len, &err), -EINVAL);
         close(fd);
         agent_msg_free(&m);
@@ -953,7 +955,7 @@ static void test_protocol_errors(void **state)
         agent_msg_init(&m, AGENT_REQ_SIGNAL);
         agent_put_str(&m, AGENT_T_PROC_ID, "p1-x");
         agent_put_bytes(&m, AGENT_T_SIGNAL, "abc", 3);
-        assert_int_equal(agent_connect(dir, &fd, &err), 0);
+        assert_int_equal(agent.dial(agent.ctx, &fd, &err), 0);
         assert_int_equal(agent_call(fd, &m, 1000, &payload, &len, &err), -EINVAL);
         close(fd);
         agent_msg_free(&m);
@@ -973,7 +975,7 @@ static void test_protocol_errors(void **state)
                         junk[5] = 0;
                         memset(junk + 6, 0, 6);
                 }
-                if (agent_connect(dir, &fd, &err) == 0) {
+                if (agent.dial(agent.ctx, &fd, &err) == 0) {
                         ssize_t n = write(fd, junk, sizeof(junk));
                         (void)n;
                         if (i % 3 == 0)
@@ -981,7 +983,7 @@ static void test_protocol_errors(void **state)
                         close(fd);
                 }
         }
-        assert_int_equal(agent_ping(dir, 1000, &err), 0);
+        assert_int_equal(agent_ping(&agent, 1000, &err), 0);
         kill_all();
 }
 
@@ -991,8 +993,8 @@ static void test_many_connections(void **state)
         int fds[300];
 
         for (int i = 0; i < 300; i++)
-                assert_int_equal(agent_connect(dir, &fds[i], &err), 0);
-        assert_int_equal(agent_ping(dir, 1000, &err), 0);
+                assert_int_equal(agent.dial(agent.ctx, &fds[i], &err), 0);
+        assert_int_equal(agent_ping(&agent, 1000, &err), 0);
         for (int i = 0; i < 300; i++) {
                 struct agent_msg m;
                 uint8_t *payload;
@@ -1032,7 +1034,7 @@ static void test_big_argv(void **state)
         assert_int_equal(p.status.argc, N);
         agent_poll_result_free(&p);
         /* LIST cuts each command to its share of one frame */
-        assert_int_equal(agent_list(dir, &l, &err), 0);
+        assert_int_equal(agent_list(&agent, &l, &err), 0);
         assert_int_equal(l.n, 1);
         assert_true(l.procs[0].argc > 100 && l.procs[0].argc < N);
         agent_proc_list_free(&l);
@@ -1046,7 +1048,7 @@ static void test_big_argv(void **state)
         big[300] = '\0';
         for (int i = 4; i < N; i++)
                 argv[i] = big; /* 4000 x 301 bytes */
-        assert_int_equal(agent_spawn(dir, &c, &st, &err), -EINVAL);
+        assert_int_equal(agent_spawn(&agent, &c, &st, &err), -EINVAL);
         free(big);
         free(arg);
         free(argv);
@@ -1059,14 +1061,14 @@ static void test_root(void **state)
         int fd = -1;
 
         /* Outside a sandbox the agent's "/" is the host's. */
-        assert_int_equal(agent_root(dir, &fd, &err), 0);
+        assert_int_equal(agent_root(&agent, &fd, &err), 0);
         assert_true(fd >= 0);
         assert_int_equal(fstat(fd, &a), 0);
         assert_int_equal(stat("/", &b), 0);
         assert_true(a.st_dev == b.st_dev && a.st_ino == b.st_ino);
         assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
         close(fd);
-        assert_int_equal(agent_ping(dir, 1000, &err), 0);
+        assert_int_equal(agent_ping(&agent, 1000, &err), 0);
 }
 
 /* Zombies: count children of sandbox-init in state Z. */
@@ -1126,7 +1128,7 @@ static void test_survives_signals(void **state)
         struct agent_exec_result r = exec_ok(&c, 5000);
         agent_exec_result_free(&r);
         struct sbx_error err = {0};
-        assert_int_equal(agent_ping(dir, 1000, &err), 0);
+        assert_int_equal(agent_ping(&agent, 1000, &err), 0);
         /* not dumpable */
         char path[64], buf[4096];
         snprintf(path, sizeof(path), "/proc/%d/status", (int)init_pid);
@@ -1143,7 +1145,8 @@ static void test_survives_signals(void **state)
  * from the workload do nothing, orphans are reaped. */
 static void test_pid1(void **state)
 {
-        char pdir[300], sock[320];
+        char pdir[300] = "", sock[320];
+        struct agent_peer ppeer = agent_peer_dir(pdir);
         int pfd[2];
 
         snprintf(pdir, sizeof(pdir), "%s/pid1", dir);
@@ -1179,7 +1182,7 @@ static void test_pid1(void **state)
         struct sbx_error err = {0};
         bool up = false;
         for (int i = 0; i < 300 && !up; i++) {
-                up = agent_ping(pdir, 1000, &err) == 0;
+                up = agent_ping(&ppeer, 1000, &err) == 0;
                 if (!up)
                         msleep(10);
         }
@@ -1189,16 +1192,16 @@ static void test_pid1(void **state)
                                         "KILL; do kill -$s 1; done"),
                                     "/");
         struct agent_exec_result r = {0};
-        assert_int_equal(agent_exec(pdir, &c, 5000, &r, &err), 0);
+        assert_int_equal(agent_exec(&ppeer, &c, 5000, &r, &err), 0);
         assert_int_equal(atoi(r.out), 2); /* the first child of PID 1 */
         agent_exec_result_free(&r);
         msleep(100);
-        assert_int_equal(agent_ping(pdir, 1000, &err), 0);
+        assert_int_equal(agent_ping(&ppeer, 1000, &err), 0);
         assert_int_equal(kill(host_pid, 0), 0);
 
         c = cmd_in(CMD("sh", "-c", "i=0; while [ $i -lt 500 ]; do (true &) ; i=$((i+1)); done"),
                    "/");
-        assert_int_equal(agent_exec(pdir, &c, 60000, &r, &err), 0);
+        assert_int_equal(agent_exec(&ppeer, &c, 60000, &r, &err), 0);
         assert_int_equal(r.exit_code, 0);
         agent_exec_result_free(&r);
         int z = 0;

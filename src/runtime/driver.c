@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/* The rt_* calls: each picks the spec's driver and calls through its table
+ * of operations (runtime.h). The drivers are opened once, in rt_open, and
+ * never change afterwards, so lookups need no lock. */
+#include "runtime.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct rt {
+        size_t n;
+        struct {
+                const struct rt_driver *ops;
+                void *state;
+        } d[RT_MAX_DRIVERS];
+};
+
+static const struct rt_driver *const builtin[] = {&rt_ns_driver};
+
+int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err)
+{
+        if (!cfg || !ret)
+                return sbx_error_set(err, EINVAL, "rt_open: no configuration");
+        const struct rt_driver *const *list = cfg->drivers ? cfg->drivers : builtin;
+        size_t n = cfg->drivers ? cfg->n_drivers : ARRAY_SIZE(builtin);
+        if (n == 0 || n > RT_MAX_DRIVERS)
+                return sbx_error_set(err, EINVAL, "rt_open: %zu drivers (1 to %d)", n,
+                                     RT_MAX_DRIVERS);
+        struct rt *rt = calloc(1, sizeof(*rt));
+        if (!rt)
+                return sbx_error_set(err, ENOMEM, "rt_open");
+        for (size_t i = 0; i < n; i++) {
+                const struct rt_driver *ops = list[i];
+                if (!ops || !ops->name || !ops->open || !ops->start || !ops->stop ||
+                    !ops->destroy || !ops->freeze || !ops->thaw || !ops->is_alive ||
+                    !ops->any_alive || !ops->dial || !ops->close) {
+                        rt_close(rt);
+                        return sbx_error_set(err, EINVAL, "runtime driver %zu is incomplete", i);
+                }
+                if (rt_driver(rt, ops->name)) {
+                        rt_close(rt);
+                        return sbx_error_set(err, EEXIST, "runtime driver `%s` twice", ops->name);
+                }
+                int r = ops->open(cfg, &rt->d[i].state, err);
+                if (r < 0) {
+                        rt_close(rt);
+                        return r;
+                }
+                rt->d[i].ops = ops;
+                rt->n = i + 1;
+        }
+        *ret = rt;
+        return 0;
+}
+
+void rt_close(struct rt *rt)
+{
+        if (!rt)
+                return;
+        for (size_t i = rt->n; i-- > 0;)
+                rt->d[i].ops->close(rt->d[i].state);
+        free(rt);
+}
+
+static int find(const struct rt *rt, const char *name)
+{
+        if (!rt || rt->n == 0)
+                return -1;
+        if (!name)
+                return 0;
+        for (size_t i = 0; i < rt->n; i++)
+                if (strcmp(rt->d[i].ops->name, name) == 0)
+                        return (int)i;
+        return -1;
+}
+
+const struct rt_driver *rt_driver(const struct rt *rt, const char *name)
+{
+        int i = find(rt, name);
+        return i < 0 ? NULL : rt->d[i].ops;
+}
+
+/* The driver of spec, or -ENOTSUP naming the one asked for. */
+static int pick(const struct rt *rt, const struct rt_spec *spec, struct sbx_error *err)
+{
+        if (!spec)
+                return sbx_error_set(err, EINVAL, "runtime: no sandbox spec");
+        int i = find(rt, spec->driver);
+        if (i < 0)
+                return sbx_error_set(err, ENOTSUP, "runtime driver `%s` is not available",
+                                     spec->driver ? spec->driver : "(default)");
+        return i;
+}
+
+#define CALL(rt, spec, err, op, ...)                                                      \
+        ({                                                                                \
+                int i_ = pick(rt, spec, err);                                             \
+                i_ < 0 ? i_ : (rt)->d[i_].ops->op((rt)->d[i_].state, spec, ##__VA_ARGS__); \
+        })
+
+int rt_start(struct rt *rt, const struct rt_spec *spec, pid_t *ret_pid, struct sbx_error *err)
+{
+        return CALL(rt, spec, err, start, ret_pid, err);
+}
+
+int rt_freeze(struct rt *rt, const struct rt_spec *spec, struct sbx_error *err)
+{
+        return CALL(rt, spec, err, freeze, err);
+}
+
+int rt_thaw(struct rt *rt, const struct rt_spec *spec, struct sbx_error *err)
+{
+        return CALL(rt, spec, err, thaw, err);
+}
+
+int rt_stop(struct rt *rt, const struct rt_spec *spec, struct sbx_error *err)
+{
+        return CALL(rt, spec, err, stop, err);
+}
+
+int rt_destroy(struct rt *rt, const struct rt_spec *spec, struct sbx_error *err)
+{
+        return CALL(rt, spec, err, destroy, err);
+}
+
+int rt_dial(struct rt *rt, const struct rt_spec *spec, int *ret_fd, struct sbx_error *err)
+{
+        return CALL(rt, spec, err, dial, ret_fd, err);
+}
+
+bool rt_is_alive(struct rt *rt, const struct rt_spec *spec)
+{
+        /* A sandbox of a driver this daemon lacks cannot be known dead. */
+        int i = pick(rt, spec, NULL);
+        return i < 0 ? true : rt->d[i].ops->is_alive(rt->d[i].state, spec);
+}
+
+bool rt_any_alive(struct rt *rt)
+{
+        if (!rt)
+                return true;
+        for (size_t i = 0; i < rt->n; i++)
+                if (rt->d[i].ops->any_alive(rt->d[i].state))
+                        return true;
+        return false;
+}
+
+int rt_set_hostname(struct rt *rt, const struct rt_spec *spec, pid_t init_pid, const char *name,
+                    struct sbx_error *err)
+{
+        int i = pick(rt, spec, err);
+        if (i < 0)
+                return i;
+        if (!rt->d[i].ops->set_hostname)
+                return sbx_error_set(err, ENOTSUP, "driver `%s` cannot rename a sandbox",
+                                     rt->d[i].ops->name);
+        return rt->d[i].ops->set_hostname(rt->d[i].state, spec, init_pid, name, err);
+}
+
+int rt_root(struct rt *rt, const struct rt_spec *spec, int *ret_fd, struct sbx_error *err)
+{
+        int i = pick(rt, spec, err);
+        if (i < 0)
+                return i;
+        if (!rt->d[i].ops->root)
+                return sbx_error_set(err, ENOTSUP, "driver `%s` has no root handle",
+                                     rt->d[i].ops->name);
+        return rt->d[i].ops->root(rt->d[i].state, spec, ret_fd, err);
+}
+
+uint32_t rt_caps(const struct rt *rt, const struct rt_spec *spec)
+{
+        int i = spec ? find(rt, spec->driver) : -1;
+        return i < 0 ? 0 : rt->d[i].ops->caps;
+}

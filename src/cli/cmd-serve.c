@@ -222,7 +222,7 @@ int cmd_serve(int argc, char **argv)
         }
         struct rt_claim_want want = { .state_dir = state_abs, .instance = inst,
                                       .uid_base = s.uid_base,
-                                      .uid_count = (uint32_t)s.max_sandboxes * 65536u,
+                                      .uid_count = (uint32_t)s.max_sandboxes * MGR_UID_RANGE,
                                       .net_range = nat ? s.net_range : NULL,
                                       .net_slots = (uint32_t)s.max_sandboxes };
         if (rt_claim_take(&want, &claim, &err) < 0) {

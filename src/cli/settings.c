@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "../manager/manager.h"
 
 enum kind { K_STR, K_DURATION, K_INT, K_SIZE, K_BOOL };
 

@@ -319,3 +319,26 @@ int rm_rf_at(int dirfd, const char *name)
                 r = -errno;
         return r;
 }
+
+int path_printf(char *out, size_t len, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(out, len, fmt, ap);
+        va_end(ap);
+        if (n < 0 || (size_t)n >= len) {
+                if (len)
+                        out[0] = '\0';
+                return -ENAMETOOLONG;
+        }
+        return 0;
+}
+
+int path_join(char *out, size_t len, const char *a, const char *b)
+{
+        if (!a[0] || !b[0])
+                return path_printf(out, len, "%s", a[0] ? a : b);
+        size_t al = strlen(a);
+        bool slash = a[al - 1] == '/' || b[0] == '/';
+        return path_printf(out, len, "%s%s%s", a, slash ? "" : "/", b);
+}

@@ -96,6 +96,13 @@ int read_all(int fd, void *data, size_t len);
  * without following a symlink at `name`; the bytes read, or -errno. */
 int read_small_at(int dirfd, const char *name, char *out, size_t len);
 /* mkdir -p with mode for created components; 0 or -errno. */
+/* out = a "/" b (a "" or b "": the other alone), or -ENAMETOOLONG with out
+ * "" when it does not fit: never a truncated path, which could name
+ * something else. */
+int path_join(char *out, size_t len, const char *a, const char *b);
+/* out = printf(fmt, ...), or -ENAMETOOLONG with out "" when it is cut. */
+int path_printf(char *out, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 int mkdir_p(const char *path, mode_t mode);
 /* Remove a directory tree without following symlinks or crossing mounts. */
 int rm_rf_at(int dirfd, const char *name);

@@ -15,8 +15,6 @@
 #include "timers.h"
 #include "uploads.h"
 
-#define UID_RANGE 65536u
-#define MAX_SLOTS 16384u
 #define NBUCKETS 1024u
 /* Persist lastActiveAt at most this often per sandbox; memory has the truth. */
 #define TOUCH_PERSIST_MS 1000
@@ -47,7 +45,7 @@ struct manager {
         pthread_mutex_t lock;       /* table, slots, counts */
         struct sandbox *buckets[NBUCKETS];
         struct sandbox *id_buckets[NBUCKETS];
-        uint8_t slots[MAX_SLOTS / 8];
+        uint8_t slots[MGR_MAX_SLOTS / 8];
         char sandboxes_dir[4096];
         char images_dir[4096];
         struct timers *timers;
@@ -111,7 +109,7 @@ static void remove_locked(struct manager *m, struct sandbox *sb)
 
 static int alloc_slot_locked(struct manager *m, uint32_t *ret)
 {
-        uint32_t n = m->cfg.max_sandboxes ? MIN(m->cfg.max_sandboxes, MAX_SLOTS) : MAX_SLOTS;
+        uint32_t n = m->cfg.max_sandboxes ? MIN(m->cfg.max_sandboxes, MGR_MAX_SLOTS) : MGR_MAX_SLOTS;
         for (uint32_t i = 0; i < n; i++)
                 if (!(m->slots[i / 8] & (1u << (i % 8)))) {
                         m->slots[i / 8] |= (uint8_t)(1u << (i % 8));
@@ -181,7 +179,7 @@ static int sandbox_spec(struct manager *m, struct sandbox *sb, char *rootfs, str
             .rootfs = rootfs ? rootfs : "",
             .hostname = sb->rec.name,
             .uid_base = mgr_sandbox_uid(m, sb),
-            .uid_count = UID_RANGE,
+            .uid_count = MGR_UID_RANGE,
             .limits = m->cfg.limits,
         };
         spec->limits.network = strcmp(network_of(m, sb), "nat") ? RT_NET_NONE : RT_NET_NAT;
@@ -724,7 +722,7 @@ int mgr_root(struct manager *m, struct sandbox *sb, int *ret_fd, struct sbx_erro
 
 uint32_t mgr_sandbox_uid(struct manager *m, const struct sandbox *sb)
 {
-        return m->cfg.uid_base + sb->rec.slot * UID_RANGE;
+        return m->cfg.uid_base + sb->rec.slot * MGR_UID_RANGE;
 }
 
 bool mgr_sandbox_gone(const struct sandbox *sb)

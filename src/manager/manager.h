@@ -27,6 +27,12 @@
 struct manager;
 struct sandbox;
 
+/* Each sandbox maps MGR_UID_RANGE host ids from uid_base + slot * range;
+ * at most MGR_MAX_SLOTS slots (the daemon claims uid_base ..
+ * uid_base + max_sandboxes * MGR_UID_RANGE). */
+#define MGR_UID_RANGE 65536u
+#define MGR_MAX_SLOTS 16384u
+
 struct mgr_config {
         const char *state_dir;
         const char *images_dir;

@@ -77,7 +77,7 @@ static const struct option_def defs[] = {
         { "max_sandboxes", K_INT, OFF(max_sandboxes), SET_SERVE, "1024",
           "sandboxes this daemon holds at once; sizes the uid range it claims (x 65536 ids) and "
           "an auto net_range (x 4 addresses)",
-          1, 16384 },
+          1, MGR_MAX_SLOTS },
         { "memory_limit", K_SIZE, OFF(memory_limit), SET_SERVE, "2G",
           "memory per sandbox (0 = unlimited)" },
         { "pids_limit", K_INT, OFF(pids_limit), SET_SERVE, "1024",

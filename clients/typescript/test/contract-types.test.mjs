@@ -97,7 +97,8 @@ async function wireTypes(doc) {
 /** Runs tsc on the project in dir; resolves to its diagnostics (empty when it passes). */
 function tsc(dir) {
   return new Promise((res, rej) => {
-    execFile(process.execPath, [TSC, "-p", join(dir, "tsconfig.json"), "--pretty", "false"], { maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+    // Run in dir: tsc names files relative to where it runs.
+    execFile(process.execPath, [TSC, "-p", "tsconfig.json", "--pretty", "false"], { cwd: dir, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
       if (err && typeof err.code !== "number") return rej(err);
       res(`${stdout}${stderr}`.trim());
     });

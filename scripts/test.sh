@@ -51,7 +51,11 @@ for target in jwt agent path; do
 done
 
 echo "== integration tests (daemon built with ASan+UBSan)"
-( cd clients/typescript && { [ -d node_modules ] || npm install --no-audit --no-fund --silent; } && npm run --silent build ) || count 0 1
+# npm dependencies: the SDK's (its build, the check of its wire types) and
+# the tests' (the contract validator, tests/contract), installed when
+# node_modules is missing or lacks something package.json asks for.
+npm_deps() { ( cd "$1" && { { [ -d node_modules ] && npm ls --silent >/dev/null 2>&1; } || npm install --no-audit --no-fund --silent; } ); }
+( npm_deps tests && npm_deps clients/typescript && cd clients/typescript && npm run --silent build ) || count 0 1
 export SANDBOXD_BIN="$ROOT/build-asan/sandboxd" SANDBOXD_IMAGES="$IMAGES"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

@@ -4,6 +4,11 @@
 //   SANDBOXD_IMAGES  the images directory (default: /var/lib/sandboxd/images)
 //
 // Tests skip, saying why, when the binary or the image they need is absent.
+//
+// Every answer a daemon started here gives to fetch (the SDK's and the
+// tests' own) is checked against the wire contract, docs/openapi.yaml: a
+// violation is thrown from fetch. The validator's dependencies live in
+// tests/ (npm install there).
 
 import { spawn, execFile } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
@@ -12,6 +17,9 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { contract, installFetchValidator } from "../../../tests/contract/openapi.mjs";
+
+installFetchValidator();
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const REPO = resolve(here, "../../..");
@@ -62,6 +70,7 @@ export async function startDaemon({ image = "tiny", args = [] } = {}) {
   const stateDir = await mkdtemp(join(tmpdir(), "sandboxd-ts-"));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
+  contract.addServer(url);
   const child = spawn(
     BIN,
     ["serve", "--listen", `127.0.0.1:${port}`, "--state", stateDir, "--images", IMAGES, "--default-image", image, ...args],

@@ -1,11 +1,16 @@
 // Test harness: start the real sandboxd on a free port with its own state
 // directory (images shared, built once), mint tokens, talk to it with fetch.
+// Every answer a daemon started here gives to fetch is checked against the
+// wire contract, docs/openapi.yaml: a violation is thrown from fetch.
 import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, existsSync, readFileSync, readdirSync, rmdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import net from "node:net";
+import { contract, installFetchValidator } from "../../contract/openapi.mjs";
+
+installFetchValidator();
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const ROOT = resolve(here, "../../..");
@@ -51,6 +56,7 @@ export class Daemon {
 
   async start() {
     if (!this.port) this.port = await freePort();
+    contract.addServer(this.url);
     const args = [
       "serve",
       "--listen", `127.0.0.1:${this.port}`,

@@ -140,6 +140,8 @@ static struct sandbox *sandbox_new(struct manager *m, const struct store_sandbox
         if (!sb)
                 return NULL;
         sb->rec = *rec;
+        if ((unsigned)sb->rec.state >= SBX_NSTATES)
+                sb->rec.state = SBX_STOPPED; /* a state this version does not know */
         pthread_mutex_init(&sb->lock, NULL);
         atomic_init(&sb->refs, 1); /* the table's reference */
         atomic_init(&sb->last_active, rec->last_active_at);
@@ -204,6 +206,12 @@ static void stop_quietly(struct manager *m, struct sandbox *sb)
         struct rt_spec spec;
         sandbox_spec(m, sb, NULL, &spec);
         rt_stop(m->rt, &spec, NULL);
+}
+
+const char *sbx_state_name(enum sbx_state s)
+{
+        static const char *const names[SBX_NSTATES] = {"running", "suspended", "stopped"};
+        return (unsigned)s < SBX_NSTATES ? names[s] : "unknown";
 }
 
 static void log_transition(struct sandbox *sb, const char *from, const char *to, const char *why)
@@ -766,7 +774,7 @@ void mgr_stats(struct manager *m, struct mgr_stats *ret)
         memset(ret->sandboxes, 0, sizeof(ret->sandboxes));
         for (size_t b = 0; b < NBUCKETS; b++)
                 for (struct sandbox *sb = m->buckets[b]; sb; sb = sb->next)
-                        if ((unsigned)sb->rec.state < 3)
+                        if ((unsigned)sb->rec.state < SBX_NSTATES)
                                 ret->sandboxes[sb->rec.state]++;
         pthread_mutex_unlock(&m->lock);
 }

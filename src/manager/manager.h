@@ -27,6 +27,19 @@
 struct manager;
 struct sandbox;
 
+/* The states of a sandbox (the state machine is the manager's). The store
+ * keeps the number; a number this version does not know reads as stopped. */
+enum sbx_state {
+        SBX_RUNNING = 0,
+        SBX_SUSPENDED = 1,
+        SBX_STOPPED = 2,
+};
+#define SBX_NSTATES 3
+
+/* "running", "suspended", "stopped": the names the API and the metrics
+ * show; "unknown" for anything else. */
+const char *sbx_state_name(enum sbx_state s);
+
 /* Each sandbox maps MGR_UID_RANGE host ids from uid_base + slot * range;
  * at most MGR_MAX_SLOTS slots (the daemon claims uid_base ..
  * uid_base + max_sandboxes * MGR_UID_RANGE). */
@@ -124,7 +137,7 @@ void mgr_upload_done(struct manager *m, struct sandbox *sb, const char *name);
 
 /* ---- operations ---- */
 struct mgr_stats {
-        uint64_t sandboxes[3];      /* by state */
+        uint64_t sandboxes[SBX_NSTATES]; /* by state */
         uint64_t transitions;       /* every state change */
         uint64_t created, deleted, reclaimed, suspended, resumed, started, bring_up_failures;
 };

@@ -27,7 +27,7 @@
 struct manager;
 struct sandbox;
 
-/* The states of a sandbox (the state machine is the manager's). The store
+/* The states of a sandbox (the state machine is lifecycle.c's). The store
  * keeps the number; a number this version does not know reads as stopped. */
 enum sbx_state {
         SBX_RUNNING = 0,

@@ -246,7 +246,7 @@ static void act_on_deadline(struct manager *m, struct sandbox *sb, int64_t now)
 /* After a firing at `at`: the queued deadline it stood for has passed. */
 static void reschedule_locked(struct manager *m, struct sandbox *sb, int64_t at, int64_t now)
 {
-        if (at == sb->timer_at)
+        if (sb->timer_at <= at)
                 sb->timer_at = 0;
         if (atomic_load(&sb->gone))
                 return;
@@ -265,7 +265,14 @@ void sandbox_on_timer(void *ctx, int64_t at, uint64_t id)
         struct sandbox *sb = table_ref_id(m, id);
         if (!sb)
                 return;
-        pthread_mutex_lock(&sb->lock);
+        if (pthread_mutex_trylock(&sb->lock) != 0) {
+                /* In a transition, which may be a 30 s start: never make
+                 * every other sandbox's deadline wait for it. The firing
+                 * after the transition clears timer_at (reschedule_locked). */
+                timers_add(m->timers, now_ms() + BUSY_RETRY_MS, id);
+                sandbox_unref(sb);
+                return;
+        }
         int64_t now = now_ms();
         if (!atomic_load(&sb->gone))
                 act_on_deadline(m, sb, now);

@@ -46,13 +46,13 @@
  *     runs a thread per connection), so it holds up no one else, and each
  *     waits for the very transition whose outcome it needs. A delete
  *     during an attach's start waits for the start, then deletes.
- *   - nothing else of the API: mgr_list and mgr_stats take m->lock only;
- *     m->lock and the store's lock are never held across a runtime call;
- *     the pool starts its sandboxes before they are in the table, under no
- *     lock.
- *   - the timers thread, which takes the lock of the sandbox a deadline is
- *     for: a deadline that comes while that sandbox starts waits for the
- *     start, and every later deadline of every sandbox waits with it.
+ *   - nothing shared. mgr_list and mgr_stats take m->lock only; m->lock and
+ *     the store's lock are never held across a runtime call; the pool
+ *     starts its sandboxes before they are in the table, under no lock.
+ *     The timers thread does not wait either: it only tries the lock, and
+ *     when the sandbox is in a transition it looks again a second later
+ *     (BUSY_RETRY_MS), so one slow start never delays the deadlines of
+ *     every other sandbox.
  * And it cannot deadlock: what is taken under sb->lock (m->lock, the
  * store, the timers) is never held by anyone waiting for a sandbox lock.
  */
@@ -67,7 +67,7 @@
 
 #define MGR_NBUCKETS 1024u
 #define MGR_MAX_POOL 16
-/* A deadline due while a call is in flight is looked at again after this. */
+/* A timer that finds its sandbox busy, or in a call, looks again after this. */
 #define BUSY_RETRY_MS 1000
 
 struct sandbox {

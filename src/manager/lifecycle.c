@@ -130,6 +130,10 @@ int sandbox_ensure_running_locked(struct manager *m, struct sandbox *sb, const c
 {
         if (sb->rec.state == SBX_RUNNING)
                 return 0;
+        if (!sb->cls)
+                return sbx_error_say(err, ENOTSUP, "sandbox class '%s' is not offered",
+                                     sb->rec.sandbox_class),
+                       -ENOTSUP;
         if (sb->rec.state == SBX_SUSPENDED && thaw_locked(m, sb, why, err) == 0)
                 return 0;
         return start_locked(m, sb, why, err);
@@ -202,6 +206,10 @@ static int64_t next_deadline(struct manager *m, struct sandbox *sb)
  * of heap entries per sandbox, however busy it is. */
 void sandbox_schedule_locked(struct manager *m, struct sandbox *sb)
 {
+        /* A sandbox of a class no longer offered has none: nothing can be
+         * done to it without its driver. */
+        if (!sb->cls)
+                return;
         int64_t d = next_deadline(m, sb);
         if (sb->timer_at && sb->timer_at <= d)
                 return;
@@ -248,7 +256,7 @@ static void reschedule_locked(struct manager *m, struct sandbox *sb, int64_t at,
 {
         if (sb->timer_at <= at)
                 sb->timer_at = 0;
-        if (atomic_load(&sb->gone))
+        if (atomic_load(&sb->gone) || !sb->cls)
                 return;
         if (next_deadline(m, sb) > now) {
                 sandbox_schedule_locked(m, sb);

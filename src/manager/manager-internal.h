@@ -71,8 +71,9 @@
 #define BUSY_RETRY_MS 1000
 
 struct sandbox {
-        struct store_sandbox rec; /* guarded by lock; rec.state by lock and m->lock */
-        char dir[PATH_MAX];       /* <state>/sandboxes/<id> */
+        struct store_sandbox rec;    /* guarded by lock; rec.state by lock and m->lock */
+        const struct mgr_class *cls; /* its class; NULL when it is no longer offered */
+        char dir[PATH_MAX];          /* <state>/sandboxes/<id> */
         pthread_mutex_t lock;        /* serializes lifecycle transitions */
         atomic_int refs;
         atomic_bool gone;         /* deleted or reclaimed */
@@ -90,6 +91,9 @@ struct sandbox {
 
 struct manager {
         struct mgr_config cfg;
+        const struct mgr_class *classes; /* cfg's, or default_class alone */
+        size_t n_classes;
+        struct mgr_class default_class;
         struct store *store;
         struct rt *rt;
         pthread_mutex_t lock; /* table, slots, stats, pool, rec.state */
@@ -146,6 +150,8 @@ int slot_claim_locked(struct manager *m, uint32_t slot);
 void slot_free(struct manager *m, uint32_t slot);
 
 /* ---- sandbox.c ---- */
+const struct mgr_class *class_find(const struct manager *m, const char *name);
+const char *class_image(const struct manager *m, const struct mgr_class *cls);
 /* A sandbox for a record with an id (the table's reference): -ENOMEM, or
  * -ENAMETOOLONG when its directory cannot be named. */
 int sandbox_new(struct manager *m, const struct store_sandbox *rec, struct sandbox **ret);

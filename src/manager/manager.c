@@ -17,6 +17,44 @@
 
 /* ---- open and close ---- */
 
+static int check_class(const struct manager *m, size_t i, struct sbx_error *err)
+{
+        const struct mgr_class *c = &m->classes[i];
+        if (!c->name || !name_is_valid(c->name))
+                return sbx_error_say(err, EINVAL, "sandbox class %zu: not a valid name", i);
+        for (size_t j = 0; j < i; j++)
+                if (!strcmp(m->classes[j].name, c->name))
+                        return sbx_error_say(err, EINVAL, "sandbox class '%s' twice", c->name);
+        if (!rt_driver(m->rt, c->driver))
+                return sbx_error_say(err, EINVAL, "sandbox class '%s': no runtime driver '%s'",
+                                     c->name, c->driver ? c->driver : "(default)");
+        const char *image = class_image(m, c);
+        if (!image || !image_name_is_valid(image))
+                return sbx_error_say(err, EINVAL, "sandbox class '%s': not a valid image name",
+                                     c->name);
+        return 0;
+}
+
+/* cfg's classes, or the one default class: the first driver, the
+ * default image. */
+static int init_classes(struct manager *m, struct sbx_error *err)
+{
+        if (m->cfg.classes && m->cfg.n_classes > 0) {
+                m->classes = m->cfg.classes;
+                m->n_classes = m->cfg.n_classes;
+        } else {
+                m->default_class = (struct mgr_class){.name = MGR_DEFAULT_CLASS};
+                m->classes = &m->default_class;
+                m->n_classes = 1;
+        }
+        for (size_t i = 0; i < m->n_classes; i++) {
+                int r = check_class(m, i, err);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 static int init_dirs(struct manager *m, const struct mgr_config *cfg, struct sbx_error *err)
 {
         int r = path_join(m->sandboxes_dir, sizeof(m->sandboxes_dir) - SANDBOX_DIR_ROOM,
@@ -96,7 +134,9 @@ int mgr_open(const struct mgr_config *cfg, struct store *st, struct rt *rt, stru
         pthread_cond_init(&m->pool_cond, NULL);
         if (getrandom(&m->run, sizeof(m->run), 0) != sizeof(m->run))
                 m->run = (uint64_t)now_ms() ^ ((uint64_t)getpid() << 32);
-        int r = init_dirs(m, cfg, err);
+        int r = init_classes(m, err);
+        if (r == 0)
+                r = init_dirs(m, cfg, err);
         if (r == 0 && (r = timers_open(sandbox_on_timer, m, &m->timers)) < 0)
                 sbx_error_set(err, -r, "timers");
         if (r == 0 && (r = adopt_all(m, err)) < 0)
@@ -162,7 +202,8 @@ static int foreign_deployment(const struct mgr_caller *c, struct sbx_error *err)
 struct attach {
         const struct mgr_caller *c;
         const char *name;
-        const char *cls;
+        const struct mgr_class *cls;
+        bool class_named;    /* the caller named cls */
         const char *network; /* as named, or NULL */
         const char *net;     /* what a new sandbox gets */
         int64_t account_limit;
@@ -171,9 +212,11 @@ struct attach {
 static int attach_check(struct manager *m, const char *cls, const char *network, struct attach *a,
                         struct sbx_error *err)
 {
-        a->cls = cls ? cls : "default";
-        if (strcmp(a->cls, "default"))
-                return sbx_error_say(err, ENOTSUP, "sandbox class '%s' is not offered", a->cls),
+        a->class_named = cls != NULL;
+        a->cls = class_find(m, cls ? cls : MGR_DEFAULT_CLASS);
+        if (!a->cls)
+                return sbx_error_say(err, ENOTSUP, "sandbox class '%s' is not offered",
+                                     cls ? cls : MGR_DEFAULT_CLASS),
                        -ENOTSUP;
         if (network && strcmp(network, "none") && strcmp(network, "nat"))
                 return sbx_error_say(err, EINVAL, "network: nat or none"), -EINVAL;
@@ -216,8 +259,8 @@ static int new_entry_locked(struct manager *m, const struct attach *a, struct sa
         snprintf(rec.deployment, sizeof(rec.deployment), "%s", a->c->deployment);
         snprintf(rec.account, sizeof(rec.account), "%s", a->c->account);
         snprintf(rec.name, sizeof(rec.name), "%s", a->name);
-        snprintf(rec.sandbox_class, sizeof(rec.sandbox_class), "%s", a->cls);
-        snprintf(rec.image, sizeof(rec.image), "%s", m->cfg.default_image);
+        snprintf(rec.sandbox_class, sizeof(rec.sandbox_class), "%s", a->cls->name);
+        snprintf(rec.image, sizeof(rec.image), "%s", class_image(m, a->cls));
         snprintf(rec.network, sizeof(rec.network), "%s", a->net);
         rec.state = SBX_STOPPED;
         rec.created_at = rec.last_active_at = rec.state_since = now_ms();
@@ -245,7 +288,7 @@ static int create_entry_locked(struct manager *m, const struct attach *a, struct
         int r = check_caps_locked(m, a, err);
         if (r < 0)
                 return r;
-        struct sandbox *sb = pool_take_locked(m, a->c, a->name, a->cls, a->net);
+        struct sandbox *sb = pool_take_locked(m, a->c, a->name, a->cls->name, a->net);
         if (!sb && (r = new_entry_locked(m, a, &sb, err)) < 0)
                 return r;
         table_insert_locked(m, sb);
@@ -283,6 +326,9 @@ static int attach_matches(struct manager *m, struct sandbox *sb, const struct at
         if (a->network && strcmp(a->network, network_of(m, sb)))
                 return sbx_error_say(err, EBUSY, "sandbox '%s' exists with network %s", a->name,
                                      network_of(m, sb));
+        if (a->class_named && strcmp(a->cls->name, sb->rec.sandbox_class))
+                return sbx_error_say(err, EBUSY, "sandbox '%s' exists with class %s", a->name,
+                                     sb->rec.sandbox_class);
         return 0;
 }
 

@@ -46,6 +46,18 @@ const char *sbx_state_name(enum sbx_state s);
 #define MGR_UID_RANGE 65536u
 #define MGR_MAX_SLOTS 16384u
 
+/* A sandbox class: what an attach names ("class"), and what it selects.
+ * The record keeps the class's name; its sandbox runs under the class's
+ * driver and is created from the class's image. */
+struct mgr_class {
+        const char *name;   /* a sandbox name (names.h), e.g. "default" */
+        const char *driver; /* runtime driver (rt_driver); NULL = the first opened */
+        const char *image;  /* NULL = mgr_config.default_image */
+};
+
+/* The class an attach that names none gets; the warm pool runs it. */
+#define MGR_DEFAULT_CLASS "default"
+
 struct mgr_config {
         const char *state_dir;
         const char *images_dir;
@@ -59,6 +71,11 @@ struct mgr_config {
         bool allow_unknown_accounts;
         int64_t pool_size;          /* sandboxes kept started ahead of time */
         struct rt_limits limits;
+        /* The classes offered, borrowed for the manager's life. NULL (or
+         * n_classes 0) = one, MGR_DEFAULT_CLASS: the first driver and
+         * default_image. */
+        const struct mgr_class *classes;
+        size_t n_classes;
 };
 
 /* What get/list show: no credentials. ceiling_at 0 = absent. */
@@ -88,8 +105,10 @@ void mgr_stop_pool(struct manager *m);
 
 /* ---- control plane ---- */
 /* Create on first call, resume a suspended one, start a stopped one.
- * network: "nat", "none" or NULL (the daemon's default); it is chosen at
- * creation, and naming another one for an existing sandbox is -EBUSY.
+ * sandbox_class: one of the configured classes (-ENOTSUP otherwise), or
+ * NULL for MGR_DEFAULT_CLASS. network: "nat", "none" or NULL (the
+ * daemon's default). Both are chosen at creation: naming another one for
+ * an existing sandbox is -EBUSY.
  * ret_id: the incarnation id the data-plane credential is bound to. */
 int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
                const char *sandbox_class, const char *network, uint64_t *ret_id,

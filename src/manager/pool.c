@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The warm pool: pool_size sandboxes of the default image started ahead of
+/* The warm pool: pool_size sandboxes of the default class started ahead of
  * time, with no owner (deployment "") and in no table, so that an attach of
  * a new name costs a rename instead of a start. One thread keeps it full,
  * one start at a time; the entries never outlive the daemon. */
@@ -9,9 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-
 /* A slot and a store row for a new entry. */
-static int pool_insert(struct manager *m, struct store_sandbox *rec)
+static int pool_insert(struct manager *m, const struct mgr_class *cls, struct store_sandbox *rec)
 {
         memset(rec, 0, sizeof(*rec));
         pthread_mutex_lock(&m->lock);
@@ -20,8 +19,8 @@ static int pool_insert(struct manager *m, struct store_sandbox *rec)
         if (r < 0)
                 return r;
         snprintf(rec->name, sizeof(rec->name), "pool-%u", rec->slot);
-        snprintf(rec->sandbox_class, sizeof(rec->sandbox_class), "default");
-        snprintf(rec->image, sizeof(rec->image), "%s", m->cfg.default_image);
+        snprintf(rec->sandbox_class, sizeof(rec->sandbox_class), "%s", cls->name);
+        snprintf(rec->image, sizeof(rec->image), "%s", class_image(m, cls));
         rec->state = SBX_STOPPED;
         rec->created_at = rec->last_active_at = rec->state_since = now_ms();
         r = store_sandbox_insert(m->store, rec, NULL);
@@ -52,12 +51,13 @@ static int pool_boot(struct manager *m, struct sandbox *sb)
         return 0;
 }
 
-/* Start one owner-less sandbox of the default image. */
+/* Start one owner-less sandbox of the default class. */
 static struct sandbox *pool_launch(struct manager *m)
 {
+        const struct mgr_class *cls = class_find(m, MGR_DEFAULT_CLASS);
         struct store_sandbox rec;
         struct sandbox *sb = NULL;
-        if (pool_insert(m, &rec) < 0)
+        if (!cls || pool_insert(m, cls, &rec) < 0)
                 return NULL;
         if (sandbox_new(m, &rec, &sb) == 0 && pool_boot(m, sb) == 0)
                 return sb;
@@ -122,7 +122,7 @@ void pool_start(struct manager *m)
 {
         if (m->cfg.pool_size > MGR_MAX_POOL)
                 m->cfg.pool_size = MGR_MAX_POOL;
-        if (m->cfg.pool_size <= 0)
+        if (m->cfg.pool_size <= 0 || !class_find(m, MGR_DEFAULT_CLASS))
                 return;
         if (pthread_create(&m->pool_thread, NULL, pool_main, m) == 0)
                 m->pool_thread_started = true;
@@ -151,7 +151,7 @@ void pool_stop(struct manager *m)
 struct sandbox *pool_take_locked(struct manager *m, const struct mgr_caller *c, const char *name,
                                  const char *cls, const char *network)
 {
-        if (m->pool_n == 0 || strcmp(cls, "default") || strcmp(network, default_network(m)))
+        if (m->pool_n == 0 || strcmp(cls, MGR_DEFAULT_CLASS) || strcmp(network, default_network(m)))
                 return NULL;
         struct sandbox *sb = m->pool[m->pool_n - 1];
         int64_t now = now_ms();

@@ -8,6 +8,24 @@
 
 #include "../common/log.h"
 
+/* The driver name of a sandbox whose class is no longer offered: no
+ * driver has it, so every runtime call for it fails with -ENOTSUP instead
+ * of reaching a driver the sandbox was not made by. */
+#define NO_DRIVER "(class not offered)"
+
+const struct mgr_class *class_find(const struct manager *m, const char *name)
+{
+        for (size_t i = 0; i < m->n_classes; i++)
+                if (!strcmp(m->classes[i].name, name))
+                        return &m->classes[i];
+        return NULL;
+}
+
+const char *class_image(const struct manager *m, const struct mgr_class *cls)
+{
+        return cls->image ? cls->image : m->cfg.default_image;
+}
+
 static int sandbox_dial(void *ctx, int *ret_fd, struct sbx_error *err)
 {
         struct sandbox *sb = ctx;
@@ -32,6 +50,7 @@ int sandbox_new(struct manager *m, const struct store_sandbox *rec, struct sandb
         sb->rec = *rec;
         if ((unsigned)sb->rec.state >= SBX_NSTATES)
                 sb->rec.state = SBX_STOPPED; /* a state this version does not know */
+        sb->cls = class_find(m, rec->sandbox_class);
         pthread_mutex_init(&sb->lock, NULL);
         atomic_init(&sb->refs, 1); /* the table's reference */
         atomic_init(&sb->last_active, rec->last_active_at);
@@ -70,7 +89,7 @@ const char *network_of(const struct manager *m, const struct sandbox *sb)
 int sandbox_spec(struct manager *m, struct sandbox *sb, char *rootfs, struct rt_spec *spec)
 {
         *spec = (struct rt_spec){
-            .driver = NULL, /* the one driver there is: ns */
+            .driver = sb->cls ? sb->cls->driver : NO_DRIVER,
             .id = sb->rec.id,
             .dir = sb->dir,
             .rootfs = rootfs ? rootfs : "",

@@ -584,5 +584,6 @@ void mgr_stats(struct manager *m, struct mgr_stats *ret)
         *ret = m->stats;
         memset(ret->sandboxes, 0, sizeof(ret->sandboxes));
         table_each_locked(m, count_state, ret);
+        ret->pool = m->pool_n;
         pthread_mutex_unlock(&m->lock);
 }

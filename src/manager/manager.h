@@ -157,6 +157,7 @@ void mgr_upload_done(struct manager *m, struct sandbox *sb, const char *name);
 /* ---- operations ---- */
 struct mgr_stats {
         uint64_t sandboxes[SBX_NSTATES]; /* by state */
+        uint64_t pool;              /* warm sandboxes ready to be taken */
         uint64_t transitions;       /* every state change */
         uint64_t created, deleted, reclaimed, suspended, resumed, started, bring_up_failures;
 };

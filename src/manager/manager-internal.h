@@ -198,6 +198,7 @@ void pool_destroy(struct manager *m, struct sandbox *sb);
  * network), not yet in the table; NULL otherwise. m->lock held. */
 struct sandbox *pool_take_locked(struct manager *m, const struct mgr_caller *c, const char *name,
                                  const char *cls, const char *network);
-/* Give a taken entry its name: -EHOSTDOWN when the driver cannot. sb->lock
+/* Give a taken entry its name. When the driver cannot rename it, it is
+ * stopped instead, and the bring-up that follows starts it cold. sb->lock
  * held. */
-int pool_rename_locked(struct manager *m, struct sandbox *sb, struct sbx_error *err);
+void pool_rename_locked(struct manager *m, struct sandbox *sb);

@@ -338,7 +338,8 @@ static int attach_prepare_new(struct sandbox *sb, struct sbx_error *err)
         if (sb->from_pool) {
                 sb->from_pool = false;
                 log_transition(sb, "none", "running", "created (warm pool)");
-                return pool_rename_locked(sb->m, sb, err);
+                pool_rename_locked(sb->m, sb);
+                return 0;
         }
         log_transition(sb, "none", "stopped", "created");
         int r = mkdir_p(sb->dir, 0700);

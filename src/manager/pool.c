@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/log.h"
+
 /* A slot and a store row for a new entry. */
 static int pool_insert(struct manager *m, const struct mgr_class *cls, struct store_sandbox *rec)
 {
@@ -169,9 +171,16 @@ struct sandbox *pool_take_locked(struct manager *m, const struct mgr_caller *c, 
         return sb;
 }
 
-int pool_rename_locked(struct manager *m, struct sandbox *sb, struct sbx_error *err)
+void pool_rename_locked(struct manager *m, struct sandbox *sb)
 {
+        struct sbx_error err = {0};
         struct rt_spec spec;
         sandbox_spec(m, sb, NULL, &spec);
-        return rt_set_hostname(m->rt, &spec, sb->init_pid, sb->rec.name, err) < 0 ? -EHOSTDOWN : 0;
+        if (rt_set_hostname(m->rt, &spec, sb->init_pid, sb->rec.name, &err) == 0)
+                return;
+        /* Costs the warm start, not the attach. */
+        log_warn("sandbox name=%s: cannot rename a warm sandbox (%s); starting it cold",
+                 sb->rec.name, err.msg);
+        rt_stop(m->rt, &spec, NULL);
+        sandbox_set_state(m, sb, SBX_STOPPED, "rename failed");
 }

@@ -28,9 +28,8 @@ void metrics_render(struct api *a, struct api_resp *resp)
                       "sandboxd_http_rate_limited_total %llu\n",
                    (unsigned long long)atomic_load(&a->metrics.rate_limited));
         buf_printf(b, "# TYPE sandboxd_sandboxes gauge\n");
-        static const char *const states[] = { "running", "suspended", "stopped" };
-        for (int i = 0; i < 3; i++)
-                buf_printf(b, "sandboxd_sandboxes{state=\"%s\"} %llu\n", states[i],
+        for (int i = 0; i < SBX_NSTATES; i++)
+                buf_printf(b, "sandboxd_sandboxes{state=\"%s\"} %llu\n", sbx_state_name(i),
                            (unsigned long long)st.sandboxes[i]);
         buf_printf(b, "# TYPE sandboxd_sandbox_transitions_total counter\n");
         const struct {

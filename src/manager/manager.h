@@ -27,11 +27,36 @@
 struct manager;
 struct sandbox;
 
+/* The states of a sandbox (the state machine is lifecycle.c's). The store
+ * keeps the number; a number this version does not know reads as stopped. */
+enum sbx_state {
+        SBX_RUNNING = 0,
+        SBX_SUSPENDED = 1,
+        SBX_STOPPED = 2,
+};
+#define SBX_NSTATES 3
+
+/* "running", "suspended", "stopped": the names the API and the metrics
+ * show; "unknown" for anything else. */
+const char *sbx_state_name(enum sbx_state s);
+
 /* Each sandbox maps MGR_UID_RANGE host ids from uid_base + slot * range;
  * at most MGR_MAX_SLOTS slots (the daemon claims uid_base ..
  * uid_base + max_sandboxes * MGR_UID_RANGE). */
 #define MGR_UID_RANGE 65536u
 #define MGR_MAX_SLOTS 16384u
+
+/* A sandbox class: what an attach names ("class"), and what it selects.
+ * The record keeps the class's name; its sandbox runs under the class's
+ * driver and is created from the class's image. */
+struct mgr_class {
+        const char *name;   /* a sandbox name (names.h), e.g. "default" */
+        const char *driver; /* runtime driver (rt_driver); NULL = the first opened */
+        const char *image;  /* NULL = mgr_config.default_image */
+};
+
+/* The class an attach that names none gets; the warm pool runs it. */
+#define MGR_DEFAULT_CLASS "default"
 
 struct mgr_config {
         const char *state_dir;
@@ -46,6 +71,11 @@ struct mgr_config {
         bool allow_unknown_accounts;
         int64_t pool_size;          /* sandboxes kept started ahead of time */
         struct rt_limits limits;
+        /* The classes offered, borrowed for the manager's life. NULL (or
+         * n_classes 0) = one, MGR_DEFAULT_CLASS: the first driver and
+         * default_image. */
+        const struct mgr_class *classes;
+        size_t n_classes;
 };
 
 /* What get/list show: no credentials. ceiling_at 0 = absent. */
@@ -75,8 +105,10 @@ void mgr_stop_pool(struct manager *m);
 
 /* ---- control plane ---- */
 /* Create on first call, resume a suspended one, start a stopped one.
- * network: "nat", "none" or NULL (the daemon's default); it is chosen at
- * creation, and naming another one for an existing sandbox is -EBUSY.
+ * sandbox_class: one of the configured classes (-ENOTSUP otherwise), or
+ * NULL for MGR_DEFAULT_CLASS. network: "nat", "none" or NULL (the
+ * daemon's default). Both are chosen at creation: naming another one for
+ * an existing sandbox is -EBUSY.
  * ret_id: the incarnation id the data-plane credential is bound to. */
 int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
                const char *sandbox_class, const char *network, uint64_t *ret_id,
@@ -124,7 +156,8 @@ void mgr_upload_done(struct manager *m, struct sandbox *sb, const char *name);
 
 /* ---- operations ---- */
 struct mgr_stats {
-        uint64_t sandboxes[3];      /* by state */
+        uint64_t sandboxes[SBX_NSTATES]; /* by state */
+        uint64_t pool;              /* warm sandboxes ready to be taken */
         uint64_t transitions;       /* every state change */
         uint64_t created, deleted, reclaimed, suspended, resumed, started, bring_up_failures;
 };

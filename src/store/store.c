@@ -11,23 +11,6 @@ struct store {
         pthread_mutex_t lock;
 };
 
-static const char *const state_names[] = { "running", "suspended", "stopped" };
-
-const char *sbx_state_name(enum sbx_state s)
-{
-        return (unsigned)s < ARRAY_SIZE(state_names) ? state_names[s] : "unknown";
-}
-
-int sbx_state_parse(const char *s, enum sbx_state *ret)
-{
-        for (size_t i = 0; i < ARRAY_SIZE(state_names); i++)
-                if (!strcmp(s, state_names[i])) {
-                        *ret = (enum sbx_state)i;
-                        return 0;
-                }
-        return -EINVAL;
-}
-
 static int db_error(struct store *st, struct sbx_error *err, const char *what)
 {
         int code = sqlite3_extended_errcode(st->db);
@@ -50,7 +33,7 @@ static const char schema[] =
         "  name TEXT NOT NULL,"
         "  class TEXT NOT NULL,"
         "  image TEXT NOT NULL,"
-        "  state TEXT NOT NULL,"
+        "  state INTEGER NOT NULL,"
         "  created_at INTEGER NOT NULL,"
         "  last_active_at INTEGER NOT NULL,"
         "  state_since INTEGER NOT NULL,"
@@ -62,10 +45,14 @@ static const char schema[] =
         "  enabled INTEGER NOT NULL,"
         "  max_sandboxes INTEGER NOT NULL DEFAULT 0);";
 
-/* Bring a store made by an older sandboxd up to this schema. Version 1
- * added sandboxes.network. The schema text above is always the newest, so
- * a fresh store only gets its version number. */
-static int migrate(sqlite3 *db, char **msg)
+/* Bring a store made by an older sandboxd up to this schema. The schema
+ * text above is always the newest, so a fresh store only gets its version
+ * number.
+ *   1  added sandboxes.network.
+ *   2  sandboxes.state holds the manager's number instead of a name; the
+ *      names version 1 wrote are turned into their numbers (anything else
+ *      into 2, stopped, which is how version 1 read an unknown name). */
+static int user_version(sqlite3 *db)
 {
         sqlite3_stmt *stmt = NULL;
         int version = 0;
@@ -73,20 +60,36 @@ static int migrate(sqlite3 *db, char **msg)
             sqlite3_step(stmt) == SQLITE_ROW)
                 version = sqlite3_column_int(stmt, 0);
         sqlite3_finalize(stmt);
-        if (version >= 1)
-                return SQLITE_OK;
-        bool has_network = false;
+        return version;
+}
+
+static bool sandboxes_have(sqlite3 *db, const char *column)
+{
+        sqlite3_stmt *stmt = NULL;
+        bool found = false;
         if (sqlite3_prepare_v2(db, "PRAGMA table_info(sandboxes)", -1, &stmt, NULL) == SQLITE_OK)
-                while (sqlite3_step(stmt) == SQLITE_ROW)
-                        if (!strcmp((const char *)sqlite3_column_text(stmt, 1), "network"))
-                                has_network = true;
+                while (!found && sqlite3_step(stmt) == SQLITE_ROW)
+                        found = !strcmp((const char *)sqlite3_column_text(stmt, 1), column);
         sqlite3_finalize(stmt);
+        return found;
+}
+
+static int migrate(sqlite3 *db, char **msg)
+{
+        int version = user_version(db);
         int rc = SQLITE_OK;
-        if (!has_network)
+        if (version < 1 && !sandboxes_have(db, "network"))
                 rc = sqlite3_exec(db, "ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT ''",
                                   NULL, NULL, msg);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_exec(db, "PRAGMA user_version = 1", NULL, NULL, msg);
+        if (rc == SQLITE_OK && version < 2)
+                rc = sqlite3_exec(db,
+                                  "BEGIN;"
+                                  "UPDATE sandboxes SET state = CASE state"
+                                  " WHEN 'running' THEN 0 WHEN 'suspended' THEN 1 ELSE 2 END"
+                                  " WHERE typeof(state) = 'text';"
+                                  "PRAGMA user_version = 2;"
+                                  "COMMIT;",
+                                  NULL, NULL, msg);
         return rc;
 }
 
@@ -185,7 +188,7 @@ int store_sandbox_insert(struct store *st, struct store_sandbox *sb, struct sbx_
         sqlite3_bind_text(stmt, 3, sb->name, -1, SQLITE_STATIC);
         sqlite3_bind_text(stmt, 4, sb->sandbox_class, -1, SQLITE_STATIC);
         sqlite3_bind_text(stmt, 5, sb->image, -1, SQLITE_STATIC);
-        sqlite3_bind_text(stmt, 6, sbx_state_name(sb->state), -1, SQLITE_STATIC);
+        sqlite3_bind_int64(stmt, 6, sb->state);
         sqlite3_bind_int64(stmt, 7, sb->created_at);
         sqlite3_bind_int64(stmt, 8, sb->last_active_at);
         sqlite3_bind_int64(stmt, 9, sb->state_since);
@@ -216,11 +219,11 @@ int store_sandbox_assign(struct store *st, uint64_t id, const char *deployment,
         return r < 0 ? r : 0;
 }
 
-int store_sandbox_set_state(struct store *st, uint64_t id, enum sbx_state state, int64_t since,
+int store_sandbox_set_state(struct store *st, uint64_t id, int state, int64_t since,
                             struct sbx_error *err)
 {
         int r = exec_stmt(st, err, "UPDATE sandboxes SET state = ?, state_since = ? WHERE id = ?",
-                          "tii", sbx_state_name(state), since, (int64_t)id);
+                          "iii", (int64_t)state, since, (int64_t)id);
         return r < 0 ? r : 0;
 }
 
@@ -277,10 +280,7 @@ int store_sandbox_list(struct store *st, struct store_sandbox **ret, size_t *ret
                 copy_col(sb->name, sizeof(sb->name), stmt, 3);
                 copy_col(sb->sandbox_class, sizeof(sb->sandbox_class), stmt, 4);
                 copy_col(sb->image, sizeof(sb->image), stmt, 5);
-                char state[16];
-                copy_col(state, sizeof(state), stmt, 6);
-                if (sbx_state_parse(state, &sb->state) < 0)
-                        sb->state = SBX_STOPPED;
+                sb->state = sqlite3_column_int(stmt, 6);
                 sb->created_at = sqlite3_column_int64(stmt, 7);
                 sb->last_active_at = sqlite3_column_int64(stmt, 8);
                 sb->state_since = sqlite3_column_int64(stmt, 9);

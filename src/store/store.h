@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Durable records: SQLite in WAL mode, <state>/sandboxd.db. The store
- * holds records only, never a secret. One connection, serialized by a
- * mutex: every call is short. A cluster would put another engine behind
- * this same interface. */
+ * holds records only, never a secret, and gives them no meaning: a
+ * sandbox's state is the manager's number, kept as it is given. One
+ * connection, serialized by a mutex: every call is short. A cluster would
+ * put another engine behind this same interface. */
 #pragma once
 
 #include <stdbool.h>
@@ -14,15 +15,6 @@
 
 struct store;
 
-enum sbx_state {
-        SBX_RUNNING = 0,
-        SBX_SUSPENDED = 1,
-        SBX_STOPPED = 2,
-};
-
-const char *sbx_state_name(enum sbx_state s);
-int sbx_state_parse(const char *s, enum sbx_state *ret);
-
 struct store_sandbox {
         uint64_t id;                        /* never reused */
         char deployment[SBX_NAME_MAX + 1];
@@ -31,7 +23,7 @@ struct store_sandbox {
         char sandbox_class[SBX_NAME_MAX + 1];
         char image[65];
         char network[8];                    /* "nat" or "none" */
-        enum sbx_state state;
+        int state;                          /* the manager's (enum sbx_state) */
         int64_t created_at;                 /* ms since the epoch */
         int64_t last_active_at;
         int64_t state_since;
@@ -54,7 +46,7 @@ int store_sandbox_insert(struct store *st, struct store_sandbox *sb, struct sbx_
 int store_sandbox_assign(struct store *st, uint64_t id, const char *deployment,
                          const char *account, const char *name, const char *sandbox_class,
                          int64_t now, struct sbx_error *err);
-int store_sandbox_set_state(struct store *st, uint64_t id, enum sbx_state state, int64_t since,
+int store_sandbox_set_state(struct store *st, uint64_t id, int state, int64_t since,
                             struct sbx_error *err);
 int store_sandbox_touch(struct store *st, uint64_t id, int64_t last_active_at, struct sbx_error *err);
 int store_sandbox_delete(struct store *st, uint64_t id, struct sbx_error *err);

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "src/manager/manager.h" /* the state numbers the store keeps */
 #include "src/store/store.h"
 
 static char dir[] = "/tmp/sandboxd-test-store-XXXXXX";
@@ -116,7 +117,8 @@ static void test_accounts(void **state)
 }
 
 /* A store made before networks were per sandbox opens, gains the column,
- * and keeps its rows (network "" = the daemon's default). */
+ * and keeps its rows (network "" = the daemon's default); the state names
+ * older stores wrote become the manager's numbers. */
 static void test_migration(void **state)
 {
         unlink(path);
@@ -130,7 +132,11 @@ static void test_migration(void **state)
                                       " last_active_at INTEGER NOT NULL, state_since INTEGER NOT NULL,"
                                       " slot INTEGER NOT NULL UNIQUE, UNIQUE (deployment, name));"
                                       "INSERT INTO sandboxes VALUES (7, 'd', 'a', 'old', 'default',"
-                                      " 'tiny', 'stopped', 1, 2, 3, 4);",
+                                      " 'tiny', 'stopped', 1, 2, 3, 4);"
+                                      "INSERT INTO sandboxes VALUES (8, 'd', 'a', 'r', 'default',"
+                                      " 'tiny', 'running', 1, 2, 3, 6);"
+                                      "INSERT INTO sandboxes VALUES (9, 'd', 'a', 's', 'default',"
+                                      " 'tiny', 'suspended', 1, 2, 3, 7);",
                                       NULL, NULL, NULL),
                          SQLITE_OK);
         sqlite3_close(db);
@@ -140,11 +146,13 @@ static void test_migration(void **state)
         struct store_sandbox *v = NULL;
         size_t n = 0;
         assert_int_equal(store_sandbox_list(st, &v, &n, &err), 0);
-        assert_int_equal(n, 1);
+        assert_int_equal(n, 3);
         assert_int_equal(v[0].id, 7);
         assert_string_equal(v[0].name, "old");
         assert_string_equal(v[0].network, "");
         assert_int_equal(v[0].state, SBX_STOPPED);
+        assert_int_equal(v[1].state, SBX_RUNNING);
+        assert_int_equal(v[2].state, SBX_SUSPENDED);
         free(v);
         struct store_sandbox b = rec("d", "new", 5);
         assert_int_equal(store_sandbox_insert(st, &b, &err), 0);

@@ -145,6 +145,13 @@ int64_t mono_us(void)
         return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+void sleep_ms(unsigned ms)
+{
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+}
+
 void format_rfc3339(int64_t ms, char out[32])
 {
         time_t secs = (time_t)(ms / 1000);

@@ -28,6 +28,12 @@ static inline void cleanup_closep(int *fd)
                 errno = saved;
         }
 }
+/* Close *fd if open and mark it closed (-1); errno is kept. */
+static inline void close_fd(int *fd)
+{
+        cleanup_closep(fd);
+        *fd = -1;
+}
 #define _cleanup_free_ __attribute__((cleanup(cleanup_freep)))
 #define _cleanup_close_ __attribute__((cleanup(cleanup_closep)))
 
@@ -87,6 +93,8 @@ int64_t mono_us(void);
 void format_rfc3339(int64_t ms, char out[32]);
 /* Parse "30s", "15m", "8h", "2d", "500ms" or a plain number of seconds into ms. */
 int parse_duration_ms(const char *s, int64_t *ret_ms);
+/* Sleep ms milliseconds, resuming after a signal. Async-signal-safe. */
+void sleep_ms(unsigned ms);
 
 /* ---- io ---- */
 /* write/read all bytes, retrying on EINTR; 0 or -errno (-EPIPE on EOF for read). */

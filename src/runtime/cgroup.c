@@ -13,7 +13,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <time.h>
 
 #include "../common/names.h"
 
@@ -28,13 +27,6 @@ static const char *const cg_v1_names[CG_V1_COUNT] = {
 };
 
 /* ---- small file helpers ---- */
-
-static void sleep_ms(unsigned ms)
-{
-        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-                ;
-}
 
 static int cg_write(const char *path, const char *value)
 {

@@ -34,7 +34,6 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 
 #define DISK_IMAGE "disk.img"
 #define DISK_MIN_BYTES (16ULL << 20)
@@ -42,13 +41,6 @@
 #define DISK_ERR_MAX 200
 
 static const char *const mkfs_paths[] = {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"};
-
-static void disk_sleep_ms(unsigned ms)
-{
-        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-                ;
-}
 
 /* Run mkfs.ext4 on the image file at fd; its stderr ends up in err. */
 static int run_mkfs(int img_fd, struct sbx_error *err)
@@ -289,7 +281,7 @@ int disk_prepare(int dirfd, const struct rt_spec *spec, struct ns_disk *disk, st
                 if (mono_ms() > deadline)
                         return sbx_error_set(
                             err, EBUSY, "the sandbox's disk is still attached from a previous run");
-                disk_sleep_ms(20);
+                sleep_ms(20);
         }
         int r = attach_loop(img, disk, err);
         if (r < 0)

@@ -68,13 +68,6 @@ struct launch {
         struct ns_net net;                 /* the veth pair under RT_NET_NAT */
 };
 
-static void close_fd(int *fd)
-{
-        if (*fd >= 0)
-                close(*fd);
-        *fd = -1;
-}
-
 static void launch_release(struct launch *L)
 {
         int *fds[] = {&L->dirfd,  &L->listen_fd, &L->sync[0], &L->sync[1], &L->errp[0], &L->errp[1],

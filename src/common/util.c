@@ -225,19 +225,37 @@ int read_small_at(int dirfd, const char *name, char *out, size_t len)
 {
         if (len == 0)
                 return -EINVAL;
-        int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
                 return -errno;
+        size_t off = 0;
+        while (off + 1 < len) {
+                ssize_t n = read(fd, out + off, len - 1 - off);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        break;
+                off += (size_t)n;
+        }
+        out[off] = '\0';
+        return (int)off;
+}
+
+int write_small_at(int dirfd, const char *name, const char *text)
+{
+        _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        size_t len = strlen(text);
         ssize_t n;
         do
-                n = read(fd, out, len - 1);
+                n = write(fd, text, len);
         while (n < 0 && errno == EINTR);
-        int e = errno;
-        close(fd);
         if (n < 0)
-                return -e;
-        out[n] = '\0';
-        return (int)n;
+                return -errno;
+        return (size_t)n == len ? 0 : -EIO;
 }
 
 int mkdir_p(const char *path, mode_t mode)

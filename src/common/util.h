@@ -103,6 +103,10 @@ int read_all(int fd, void *data, size_t len);
 /* Read a small file (at most len - 1 bytes) into out, NUL terminated,
  * without following a symlink at `name`; the bytes read, or -errno. */
 int read_small_at(int dirfd, const char *name, char *out, size_t len);
+/* Write text to an existing file in one write(2), without following a
+ * symlink at `name`: a kernel setting (/proc, /sys, cgroupfs) takes its
+ * value in one write. 0, -EIO when it took less, or -errno. */
+int write_small_at(int dirfd, const char *name, const char *text);
 /* mkdir -p with mode for created components; 0 or -errno. */
 /* out = a "/" b (a "" or b "": the other alone), or -ENAMETOOLONG with out
  * "" when it does not fit: never a truncated path, which could name

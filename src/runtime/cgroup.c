@@ -30,36 +30,13 @@ static const char *const cg_v1_names[CG_V1_COUNT] = {
 
 static int cg_write(const char *path, const char *value)
 {
-        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return -errno;
-        size_t len = strlen(value);
-        ssize_t n = write(fd, value, len);
-        if (n < 0)
-                return -errno;
-        return (size_t)n == len ? 0 : -EIO;
+        return write_small_at(AT_FDCWD, path, value);
 }
 
 /* Read a small cgroup file into out (NUL terminated); bytes or -errno. */
 static ssize_t cg_read(const char *path, char *out, size_t out_len)
 {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return -errno;
-        size_t off = 0;
-        while (off + 1 < out_len) {
-                ssize_t n = read(fd, out + off, out_len - 1 - off);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        break;
-                off += (size_t)n;
-        }
-        out[off] = '\0';
-        return (ssize_t)off;
+        return read_small_at(AT_FDCWD, path, out, out_len);
 }
 
 static bool path_exists(const char *path)

@@ -152,14 +152,6 @@ static int make_resolv(const char *list, char *out, size_t out_len, struct sbx_e
 
 /* ---- the host's side: forwarding and the nftables table ---- */
 
-static int write_file(const char *path, const char *text)
-{
-        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return -errno;
-        return write_all(fd, text, strlen(text));
-}
-
 /* Turn IPv4 forwarding on. When the host did not route before sandboxd
  * (remembered in /run, which lives as long as the setting), it must not
  * start routing for its LAN either: *ret_router says whether it did. */
@@ -178,7 +170,7 @@ static int enable_forwarding(bool *ret_router, struct sbx_error *err)
                     open(mark, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
                 if (fd < 0)
                         return sbx_error_set(err, errno, "create %s", mark);
-                if ((r = write_file(fwd, "1\n")) < 0)
+                if ((r = write_small_at(AT_FDCWD, fwd, "1\n")) < 0)
                         return sbx_error_set(err, -r, "turn on %s", fwd);
         }
         *ret_router = was_on && access(mark, F_OK) != 0;
@@ -558,7 +550,7 @@ static int if_sysctl(const char *family, const char *ifname, const char *key, co
 {
         char p[128];
         snprintf(p, sizeof(p), "/proc/sys/net/%s/conf/%s/%s", family, ifname, key);
-        return write_file(p, value);
+        return write_small_at(AT_FDCWD, p, value);
 }
 
 /* ---- per sandbox ---- */

@@ -12,22 +12,19 @@
 #include <jansson.h>
 #include <limits.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 
 #include "../common/names.h"
+#include "../common/tool.h"
 
 #define IMG_BUSYBOX "/bin/busybox"
 #define IMG_JSON "image.json"
 #define IMG_JSON_MAX 65536
 #define IMG_LIST_MAX 65536
-
-extern char **environ;
 
 /* ---- small helpers ---- */
 
@@ -102,51 +99,6 @@ static int copy_file_at(const char *src, int dfd, const char *name, mode_t mode,
         return 0;
 }
 
-/* Run argv (PATH lookup) with stdin = /dev/null and stdout = our stderr;
- * when capture is set, stdout goes there instead (up to its cap). */
-static int run_tool(char *const argv[], struct buf *capture, struct sbx_error *err)
-{
-        posix_spawn_file_actions_t fa;
-        int p[2] = {-1, -1};
-        if (capture && pipe2(p, O_CLOEXEC) < 0)
-                return sbx_error_set(err, errno, "pipe");
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-        posix_spawn_file_actions_adddup2(&fa, capture ? p[1] : 2, 1);
-        pid_t pid;
-        int r = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-        posix_spawn_file_actions_destroy(&fa);
-        if (capture)
-                close(p[1]);
-        if (r != 0) {
-                if (capture)
-                        close(p[0]);
-                return sbx_error_set(err, r, "run `%s`", argv[0]);
-        }
-        int cr = 0;
-        while (capture) {
-                char chunk[4096];
-                ssize_t n = read(p[0], chunk, sizeof(chunk));
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        break;
-                if (cr == 0)
-                        cr = buf_append(capture, chunk, (size_t)n);
-        }
-        if (capture)
-                close(p[0]);
-        int st;
-        while (waitpid(pid, &st, 0) < 0)
-                if (errno != EINTR)
-                        return sbx_error_set(err, errno, "wait for `%s`", argv[0]);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-                return sbx_error_set(err, EIO, "`%s` failed (status 0x%x)", argv[0], st);
-        if (cr < 0)
-                return sbx_error_set(err, -cr, "output of `%s`", argv[0]);
-        return 0;
-}
-
 /* ---- the images ---- */
 
 static bool applet_name_ok(const char *s)
@@ -161,10 +113,11 @@ static bool applet_name_ok(const char *s)
 
 static int tiny_applets(int bindir, struct sbx_error *err)
 {
-        char *argv[] = {IMG_BUSYBOX, "--list", NULL};
+        const char *const argv[] = {IMG_BUSYBOX, "--list", NULL};
         struct buf out;
         buf_init(&out, IMG_LIST_MAX);
-        int r = run_tool(argv, &out, err);
+        struct tool_run t = {.argv = argv, .out = &out};
+        int r = run_tool(&t, NULL, err);
         if (r >= 0)
                 r = buf_terminate(&out);
         char *save = NULL;
@@ -219,13 +172,15 @@ static int build_debian(int builddir, const char *build_path, struct sbx_error *
         char target[PATH_MAX];
         if (snprintf(target, sizeof(target), "%s/rootfs", build_path) >= (int)sizeof(target))
                 return sbx_error_set(err, ENAMETOOLONG, "image path too long");
-        char *argv[] = {"mmdebstrap",
-                        "--variant=apt",
-                        "--include=python3,nodejs,npm,git,curl,ca-certificates,procps",
-                        "bookworm",
-                        target,
-                        NULL};
-        int r = run_tool(argv, NULL, err);
+        const char *const argv[] = {"mmdebstrap",
+                                    "--variant=apt",
+                                    "--include=python3,nodejs,npm,git,curl,ca-certificates,procps",
+                                    "bookworm",
+                                    target,
+                                    NULL};
+        /* Its progress (stdout) goes where ours does. */
+        struct tool_run t = {.argv = argv, .out_to_stderr = true};
+        int r = run_tool(&t, NULL, err);
         if (r < 0)
                 return r;
         _cleanup_close_ int rootfd =

@@ -28,6 +28,7 @@
  *
  * Configuration talks rtnetlink directly (no ip(8) processes). */
 #include "ns.h"
+#include "../common/tool.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -37,12 +38,10 @@
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 #include <net/if.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #define NL_BUF 1024
 #define NET_IF_PREFIX "sbd"
@@ -304,60 +303,31 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
 
 static int run_nft(const char *table, const char *rules, struct sbx_error *err)
 {
-        static const char *const paths[] = {"/usr/sbin/nft", "/sbin/nft"};
-        const char *nft = NULL;
-        for (size_t i = 0; i < ARRAY_SIZE(paths) && !nft; i++)
-                if (access(paths[i], X_OK) == 0)
-                        nft = paths[i];
+        static const char *const paths[] = {"/usr/sbin/nft", "/sbin/nft", NULL};
+        const char *nft = tool_find(paths);
         if (!nft)
                 return sbx_error_set(err, ENOENT,
                                      "network nat needs nft (the nftables package); or set "
                                      "network = none");
-        int in[2], ep[2];
-        if (pipe2(in, O_CLOEXEC) < 0)
-                return sbx_error_set(err, errno, "pipe");
-        if (pipe2(ep, O_CLOEXEC) < 0) {
-                close(in[0]);
-                close(in[1]);
-                return sbx_error_set(err, errno, "pipe");
-        }
-        pid_t pid = fork();
-        if (pid == 0) {
-                int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-                if (null < 0 || dup2(in[0], 0) < 0 || dup2(null, 1) < 0 || dup2(ep[1], 2) < 0)
-                        _exit(127);
-                close_range(3, ~0U, 0);
-                char *const argv[] = {(char *)nft, "-f", "-", NULL};
-                char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
-                execve(nft, argv, envp);
-                _exit(127);
-        }
-        int fork_err = pid < 0 ? errno : 0;
-        close(in[0]);
-        close(ep[1]);
-        /* nft may exit before reading: EPIPE, not a SIGPIPE that would end
-         * the daemon (rt_open runs before it ignores SIGPIPE). */
-        struct sigaction ign = {.sa_handler = SIG_IGN}, old;
-        sigaction(SIGPIPE, &ign, &old);
-        int r = pid < 0 ? -fork_err : write_all(in[1], rules, strlen(rules));
-        sigaction(SIGPIPE, &old, NULL);
-        close(in[1]);
-        char msg[256] = "";
-        ssize_t n = pid < 0 ? 0 : read(ep[0], msg, sizeof(msg) - 1);
-        msg[n > 0 ? n : 0] = '\0';
-        for (char *p = msg; *p; p++)
-                if (*p == '\n')
-                        *p = ' ';
-        close(ep[0]);
-        if (pid < 0)
-                return sbx_error_set(err, -r, "fork nft");
+        const char *const argv[] = {nft, "-f", "-", NULL};
+        char msg[256];
+        struct tool_run t = {
+            .argv = argv,
+            .envp = tool_plain_env,
+            .input = rules,
+            .err_text = msg,
+            .err_len = sizeof(msg),
+        };
         int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-                ;
-        if (r < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        int r = run_tool(&t, &st, err);
+        if (r < 0 && st != -1) {
+                for (char *p = msg; *p; p++)
+                        if (*p == '\n')
+                                *p = ' ';
                 return sbx_error_set(err, EIO, "nftables table inet %s: %s", table,
                                      msg[0] ? msg : "nft failed");
-        return 0;
+        }
+        return r;
 }
 
 int net_host_plan(const char *range, const char *instance, const char *dns, bool forwarder,

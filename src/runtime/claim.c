@@ -30,7 +30,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
-#include "ns.h"
+#include "net.h"
 #include "runtime.h"
 
 #define CLAIMS_MAX 256

@@ -22,7 +22,7 @@
  * A sandbox that started once without an image keeps its plain upper/
  * directory (its files stay where they are); one that has an image keeps
  * it even if the setting changes. */
-#include "ns.h"
+#include "disk.h"
 #include "../common/tool.h"
 
 #include <dirent.h>

@@ -27,7 +27,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "ns.h"
+#include "dns.h"
 
 #define DNS_MAX_PENDING 1024
 #define DNS_MAX_PER_CLIENT 64 /* a resolver retries; 64 in flight is plenty */
@@ -274,11 +274,11 @@ int dns_forwarder_open(uint16_t port, struct dns_forwarder **ret, uint16_t *ret_
         return 0;
 }
 
-int dns_forwarder_start(struct dns_forwarder *f, const struct ns_net_cfg *net, const char *upstream,
-                        struct sbx_error *err)
+int dns_forwarder_start(struct dns_forwarder *f, uint32_t net_base, unsigned net_prefix,
+                        const char *upstream, struct sbx_error *err)
 {
-        f->net = net->base;
-        f->mask = ~0U << (32 - net->prefix);
+        f->net = net_base;
+        f->mask = ~0U << (32 - net_prefix);
         char hosts[512];
         if (!upstream || !*upstream) {
                 host_upstreams(hosts, sizeof(hosts));

@@ -27,7 +27,8 @@
  * CAP_NET_RAW cannot spoof another source address.
  *
  * Configuration talks rtnetlink directly (no ip(8) processes). */
-#include "ns.h"
+#include "net.h"
+#include "runtime.h"
 #include "../common/tool.h"
 
 #include <arpa/inet.h>

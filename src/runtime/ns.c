@@ -13,8 +13,7 @@
  *             -> ids, rlimits -> caps -> no_new_privs -> seccomp -> exec
  *             of the sealed sandbox-init memfd.
  */
-#include "ns.h"
-#include "../common/fdpass.h"
+#include "launch.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -37,6 +36,11 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+
+#include "../common/fdpass.h"
+#include "disk.h"
+#include "net.h"
+#include "seccomp.h"
 
 #define NS_CLONE_FLAGS                                                                             \
         (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET)

@@ -10,7 +10,7 @@
  *
  * It is compiled once in the daemon (libseccomp) and loaded as raw BPF by
  * each sandbox's PID 1 right before it execs sandbox-init. */
-#include "ns.h"
+#include "seccomp.h"
 
 #include <fcntl.h>
 #include <linux/seccomp.h>

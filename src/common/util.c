@@ -8,6 +8,14 @@
 #include <sys/stat.h>
 #include <time.h>
 
+/* A message cut to fit (n: the length it wanted) ends in "...", so that
+ * it reads as cut. */
+static void mark_cut(char *msg, size_t size, int n)
+{
+        if (n >= (int)size && size >= 4)
+                memcpy(msg + size - 4, "...", 4);
+}
+
 int sbx_error_set(struct sbx_error *err, int errnum, const char *fmt, ...)
 {
         if (errnum <= 0)
@@ -17,10 +25,11 @@ int sbx_error_set(struct sbx_error *err, int errnum, const char *fmt, ...)
                 char head[384];
 
                 va_start(ap, fmt);
-                vsnprintf(head, sizeof(head), fmt, ap);
+                mark_cut(head, sizeof(head), vsnprintf(head, sizeof(head), fmt, ap));
                 va_end(ap);
                 err->code = errnum;
-                snprintf(err->msg, sizeof(err->msg), "%s: %s", head, strerror(errnum));
+                int n = snprintf(err->msg, sizeof(err->msg), "%s: %s", head, strerror(errnum));
+                mark_cut(err->msg, sizeof(err->msg), n);
         }
         return -errnum;
 }
@@ -32,7 +41,7 @@ int sbx_error_say(struct sbx_error *err, int errnum, const char *fmt, ...)
         if (err) {
                 va_list ap;
                 va_start(ap, fmt);
-                vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+                mark_cut(err->msg, sizeof(err->msg), vsnprintf(err->msg, sizeof(err->msg), fmt, ap));
                 va_end(ap);
                 err->code = errnum;
         }
@@ -47,10 +56,10 @@ int sbx_error_wrap(struct sbx_error *err, const char *fmt, ...)
         va_list ap;
 
         va_start(ap, fmt);
-        vsnprintf(head, sizeof(head), fmt, ap);
+        mark_cut(head, sizeof(head), vsnprintf(head, sizeof(head), fmt, ap));
         va_end(ap);
         memcpy(old, err->msg, sizeof(old));
-        snprintf(err->msg, sizeof(err->msg), "%s: %s", head, old);
+        mark_cut(err->msg, sizeof(err->msg), snprintf(err->msg, sizeof(err->msg), "%s: %s", head, old));
         return -(err->code ? err->code : EIO);
 }
 
@@ -152,13 +161,21 @@ void sleep_ms(unsigned ms)
                 ;
 }
 
+/* 9999-12-31T23:59:59.999Z, the last instant RFC 3339 can write. */
+#define RFC3339_MAX_MS 253402300799999LL
+
 void format_rfc3339(int64_t ms, char out[32])
 {
+        ms = MIN(MAX(ms, 0), RFC3339_MAX_MS);
         time_t secs = (time_t)(ms / 1000);
         struct tm tm;
         gmtime_r(&secs, &tm);
-        snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+        /* Each field is in range; the casts and the modulo tell the
+         * compiler so (the result always fits 25 bytes). */
+        snprintf(out, 32, "%04u-%02u-%02uT%02u:%02u:%02u.%03uZ", (unsigned)(tm.tm_year + 1900) % 10000,
+                 (unsigned)(tm.tm_mon + 1) % 100, (unsigned)tm.tm_mday % 100,
+                 (unsigned)tm.tm_hour % 100, (unsigned)tm.tm_min % 100, (unsigned)tm.tm_sec % 100,
+                 (unsigned)(ms % 1000));
 }
 
 int parse_duration_ms(const char *s, int64_t *ret_ms)

@@ -280,8 +280,8 @@ static bool image_complete(int imgfd, const char *name)
 {
         char p[256];
         struct stat st;
-        snprintf(p, sizeof(p), "%s/" IMG_JSON, name);
-        return fstatat(imgfd, p, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+        return path_join(p, sizeof(p), name, IMG_JSON) == 0 &&
+               fstatat(imgfd, p, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
 }
 
 /* Move the new build into place; whatever was there before (complete or
@@ -399,7 +399,8 @@ static int64_t parse_rfc3339_ms(const char *s)
 static int read_info(int imgfd, const char *name, struct rt_image_info *info)
 {
         char p[256], text[IMG_JSON_MAX];
-        snprintf(p, sizeof(p), "%s/" IMG_JSON, name);
+        if (path_join(p, sizeof(p), name, IMG_JSON) < 0)
+                return -ENAMETOOLONG;
         _cleanup_close_ int fd = openat(imgfd, p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
                 return -errno;

@@ -299,10 +299,35 @@ int mkdir_p(const char *path, mode_t mode)
  * directory on another device (a mount point) is never entered, so a
  * symlink or a leftover mount inside a sandbox tree cannot redirect the
  * removal to host files. */
+static int rm_rf_children(int dfd, dev_t dev, int depth);
+
+/* Remove `name` of the directory dfd (a subdirectory with its tree). */
+static int rm_rf_entry(int dfd, const char *name, dev_t dev, int depth)
+{
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISDIR(st.st_mode))
+                return unlinkat(dfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+        if (st.st_dev != dev)
+                return -EBUSY;
+        int cfd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (cfd < 0)
+                return -errno;
+        /* Let us into dirs like overlay's work/work (mode 000). */
+        fchmod(cfd, 0700);
+        int ret = rm_rf_children(cfd, dev, depth + 1);
+        if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                ret = -errno;
+        return ret;
+}
+
 static int rm_rf_children(int dfd, dev_t dev, int depth)
 {
-        if (depth > 4096)
+        if (depth > 4096) {
+                close(dfd);
                 return -ELOOP;
+        }
         DIR *d = fdopendir(dfd);
         if (!d) {
                 close(dfd);
@@ -313,33 +338,9 @@ static int rm_rf_children(int dfd, dev_t dev, int depth)
         while ((de = readdir(d))) {
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
                         continue;
-                struct stat st;
-                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-                        if (errno != ENOENT)
-                                ret = -errno;
-                        continue;
-                }
-                if (S_ISDIR(st.st_mode)) {
-                        if (st.st_dev != dev) {
-                                ret = -EBUSY;
-                                continue;
-                        }
-                        int cfd = openat(dirfd(d), de->d_name,
-                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                        if (cfd < 0) {
-                                ret = -errno;
-                                continue;
-                        }
-                        /* Let us into dirs like overlay's work/work (mode 000). */
-                        fchmod(cfd, 0700);
-                        int r = rm_rf_children(cfd, dev, depth + 1);
-                        if (r < 0)
-                                ret = r;
-                        if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-                                ret = -errno;
-                } else if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT) {
-                        ret = -errno;
-                }
+                int r = rm_rf_entry(dirfd(d), de->d_name, dev, depth);
+                if (r < 0)
+                        ret = r;
         }
         closedir(d);
         return ret;

@@ -304,6 +304,61 @@ static int install_build(int imgfd, const char *build, const char *name, struct 
         return 0;
 }
 
+/* The image's rootfs/, made in the build dir bfd. */
+static int build_rootfs(int bfd, const char *build_path, bool tiny, struct sbx_error *err)
+{
+        if (!tiny)
+                return build_debian(bfd, build_path, err);
+        int r = mkdir_mode(bfd, "rootfs", 0755);
+        if (r < 0)
+                return sbx_error_set(err, -r, "create rootfs/");
+        _cleanup_close_ int rootfd =
+            openat(bfd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (rootfd < 0)
+                return sbx_error_set(err, errno, "open rootfs/");
+        return build_tiny(rootfd, err);
+}
+
+/* Disk use of the built rootfs/; 0 when it cannot be measured. */
+static uint64_t rootfs_size(int bfd)
+{
+        struct stat st;
+        int rfd = openat(bfd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (rfd < 0)
+                return 0;
+        if (fstat(rfd, &st) < 0) {
+                close(rfd);
+                return 0;
+        }
+        return tree_size(rfd, st.st_dev, 0); /* it closes rfd */
+}
+
+/* Build into <images>/.build-<name>-<pid>, then move it into place; on
+ * failure the build dir goes. */
+static int build_and_install(int imgfd, const char *images_dir, const char *name, bool tiny,
+                             uint64_t *ret_size, struct sbx_error *err)
+{
+        char build[128], build_path[PATH_MAX];
+        snprintf(build, sizeof(build), ".build-%s-%d", name, (int)getpid());
+        if (path_join(build_path, sizeof(build_path), images_dir, build) < 0)
+                return sbx_error_set(err, ENAMETOOLONG, "images dir path too long");
+        if (mkdirat(imgfd, build, 0755) < 0)
+                return sbx_error_set(err, errno, "create `%s`", build_path);
+        _cleanup_close_ int bfd =
+            openat(imgfd, build, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int r = bfd < 0 ? sbx_error_set(err, errno, "open `%s`", build_path)
+                        : build_rootfs(bfd, build_path, tiny, err);
+        if (r >= 0) {
+                *ret_size = rootfs_size(bfd);
+                r = write_image_json(bfd, name, *ret_size, err);
+        }
+        if (r >= 0)
+                r = install_build(imgfd, build, name, err);
+        if (r < 0)
+                rm_rf_at(imgfd, build);
+        return r;
+}
+
 int rt_image_build(const char *images_dir, const char *name, bool force, struct sbx_error *err)
 {
         bool tiny = name && !strcmp(name, "tiny");
@@ -322,43 +377,9 @@ int rt_image_build(const char *images_dir, const char *name, bool force, struct 
                 return 0;
         }
         fprintf(stderr, "building image '%s'...\n", name);
-        char build[128], build_path[PATH_MAX];
-        snprintf(build, sizeof(build), ".build-%s-%d", name, (int)getpid());
-        if (snprintf(build_path, sizeof(build_path), "%s/%s", images_dir, build) >=
-            (int)sizeof(build_path))
-                return sbx_error_set(err, ENAMETOOLONG, "images dir path too long");
-        if (mkdirat(imgfd, build, 0755) < 0)
-                return sbx_error_set(err, errno, "create `%s`", build_path);
-        _cleanup_close_ int bfd =
-            openat(imgfd, build, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (bfd < 0)
-                r = sbx_error_set(err, errno, "open `%s`", build_path);
-        else if (tiny && (r = mkdir_mode(bfd, "rootfs", 0755)) < 0)
-                r = sbx_error_set(err, -r, "create rootfs/");
-        if (r >= 0 && tiny) {
-                _cleanup_close_ int rootfd =
-                    openat(bfd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                r = rootfd < 0 ? sbx_error_set(err, errno, "open rootfs/")
-                               : build_tiny(rootfd, err);
-        } else if (r >= 0) {
-                r = build_debian(bfd, build_path, err);
-        }
         uint64_t size = 0;
-        if (r >= 0) {
-                struct stat st;
-                int rfd = openat(bfd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (rfd >= 0 && fstat(rfd, &st) == 0)
-                        size = tree_size(rfd, st.st_dev, 0);
-                else if (rfd >= 0)
-                        close(rfd);
-                r = write_image_json(bfd, name, size, err);
-        }
-        if (r >= 0)
-                r = install_build(imgfd, build, name, err);
-        if (r < 0) {
-                rm_rf_at(imgfd, build);
+        if ((r = build_and_install(imgfd, images_dir, name, tiny, &size, err)) < 0)
                 return r;
-        }
         fprintf(stderr, "image '%s' ready (%" PRIu64 " MiB)\n", name, (size + (1 << 19)) >> 20);
         return 0;
 }

@@ -41,7 +41,8 @@ int sbx_error_say(struct sbx_error *err, int errnum, const char *fmt, ...)
         if (err) {
                 va_list ap;
                 va_start(ap, fmt);
-                mark_cut(err->msg, sizeof(err->msg), vsnprintf(err->msg, sizeof(err->msg), fmt, ap));
+                mark_cut(err->msg, sizeof(err->msg),
+                         vsnprintf(err->msg, sizeof(err->msg), fmt, ap));
                 va_end(ap);
                 err->code = errnum;
         }
@@ -59,7 +60,8 @@ int sbx_error_wrap(struct sbx_error *err, const char *fmt, ...)
         mark_cut(head, sizeof(head), vsnprintf(head, sizeof(head), fmt, ap));
         va_end(ap);
         memcpy(old, err->msg, sizeof(old));
-        mark_cut(err->msg, sizeof(err->msg), snprintf(err->msg, sizeof(err->msg), "%s: %s", head, old));
+        mark_cut(err->msg, sizeof(err->msg),
+                 snprintf(err->msg, sizeof(err->msg), "%s: %s", head, old));
         return -(err->code ? err->code : EIO);
 }
 
@@ -172,10 +174,10 @@ void format_rfc3339(int64_t ms, char out[32])
         gmtime_r(&secs, &tm);
         /* Each field is in range; the casts and the modulo tell the
          * compiler so (the result always fits 25 bytes). */
-        snprintf(out, 32, "%04u-%02u-%02uT%02u:%02u:%02u.%03uZ", (unsigned)(tm.tm_year + 1900) % 10000,
-                 (unsigned)(tm.tm_mon + 1) % 100, (unsigned)tm.tm_mday % 100,
-                 (unsigned)tm.tm_hour % 100, (unsigned)tm.tm_min % 100, (unsigned)tm.tm_sec % 100,
-                 (unsigned)(ms % 1000));
+        snprintf(out, 32, "%04u-%02u-%02uT%02u:%02u:%02u.%03uZ",
+                 (unsigned)(tm.tm_year + 1900) % 10000, (unsigned)(tm.tm_mon + 1) % 100,
+                 (unsigned)tm.tm_mday % 100, (unsigned)tm.tm_hour % 100, (unsigned)tm.tm_min % 100,
+                 (unsigned)tm.tm_sec % 100, (unsigned)(ms % 1000));
 }
 
 int parse_duration_ms(const char *s, int64_t *ret_ms)

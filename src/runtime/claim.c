@@ -47,7 +47,7 @@ struct range {
 
 struct other {
         char instance[RT_INSTANCE_LEN + 1];
-        char state[ENTRY_MAX]; /* "" when unknown: such a claim is never removed */
+        char state[ENTRY_MAX];  /* "" when unknown: such a claim is never removed */
         struct range uids, net; /* net.hi == 0: none */
         bool live;
 };

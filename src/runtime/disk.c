@@ -53,11 +53,10 @@ static int run_mkfs(int img_fd, struct sbx_error *err)
          * filesystem's root is never seen by the sandbox (its upper/ and
          * work/ are, made and chowned by disk_mount), so it stays root's,
          * and one formatted image serves every sandbox as a template. */
-        const char *const argv[] = {mkfs, "-q",      "-F", "-t",
-                                    "ext4", "-b",    "4096", "-m",
-                                    "0",    "-L",    "sandbox", "-E",
-                                    "lazy_itable_init=1,lazy_journal_init=1,nodiscard",
-                                    "/proc/self/fd/3", NULL};
+        static const char ext[] = "lazy_itable_init=1,lazy_journal_init=1,nodiscard";
+        const char *const argv[] = {mkfs, "-q", "-F", "-t",      "ext4", "-b", "4096",
+                                    "-m", "0",  "-L", "sandbox", "-E",   ext,  "/proc/self/fd/3",
+                                    NULL};
         char msg[DISK_ERR_MAX];
         struct tool_run t = {
             .argv = argv,

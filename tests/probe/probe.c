@@ -913,7 +913,8 @@ static void check_env_canary(void)
                         if (!is_pid_name(de->d_name))
                                 continue;
                         char p[64];
-                        if (snprintf(p, sizeof(p), "/proc/%s/environ", de->d_name) >= (int)sizeof(p))
+                        if (snprintf(p, sizeof(p), "/proc/%s/environ", de->d_name) >=
+                            (int)sizeof(p))
                                 continue;
                         if (file_has(p, c))
                                 reach("canary in %s", p);

@@ -170,15 +170,11 @@ static void cg_file(const char *hier, uint64_t id, const char *file, char *out, 
                  file ? "/" : "", file ? file : "");
 }
 
+/* read_small_at(), with out "" when the file cannot be read. */
 static bool read_small(const char *path, char *out, size_t len)
 {
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return false;
-        ssize_t n = read(fd, out, len - 1);
-        close(fd);
-        out[n > 0 ? n : 0] = '\0';
-        return n >= 0;
+        out[0] = '\0';
+        return read_small_at(AT_FDCWD, path, out, len) >= 0;
 }
 
 /* fd 0-2 are /dev/null, fd 3 the listener; no fd is a directory or a

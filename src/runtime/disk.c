@@ -57,7 +57,7 @@ static int run_mkfs(int img_fd, struct sbx_error *err)
         const char *const argv[] = {mkfs, "-q", "-F", "-t",      "ext4", "-b", "4096",
                                     "-m", "0",  "-L", "sandbox", "-E",   ext,  "/proc/self/fd/3",
                                     NULL};
-        char msg[DISK_ERR_MAX];
+        char msg[DISK_ERR_MAX] = "";
         struct tool_run t = {
             .argv = argv,
             .envp = tool_plain_env,

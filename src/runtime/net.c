@@ -329,7 +329,7 @@ static int run_nft(const char *table, const char *rules, struct sbx_error *err)
                                      "network nat needs nft (the nftables package); or set "
                                      "network = none");
         const char *const argv[] = {nft, "-f", "-", NULL};
-        char msg[256];
+        char msg[256] = "";
         struct tool_run t = {
             .argv = argv,
             .envp = tool_plain_env,

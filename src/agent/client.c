@@ -264,8 +264,8 @@ int agent_call(int fd, const struct agent_msg *req, int timeout_ms, uint8_t **re
                uint32_t *ret_len, struct sbx_error *err)
 {
         _cleanup_free_ uint8_t *payload = NULL;
-        uint16_t type;
-        uint32_t len;
+        uint16_t type = 0;
+        uint32_t len = 0;
         int r = exchange(fd, req, timeout_ms, &type, &payload, &len, err);
         if (r < 0)
                 return r;
@@ -691,8 +691,8 @@ int agent_stdin(const struct agent_peer *peer, const char *proc_id, const void *
         struct agent_msg m;
         struct agent_field f;
         uint64_t written = 0;
-        uint16_t type;
-        uint32_t plen;
+        uint16_t type = 0;
+        uint32_t plen = 0;
         int r;
 
         agent_msg_init(&m, AGENT_REQ_STDIN);

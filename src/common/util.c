@@ -8,6 +8,14 @@
 #include <sys/stat.h>
 #include <time.h>
 
+/* A message cut to fit (n: the length it wanted) ends in "...", so that
+ * it reads as cut. */
+static void mark_cut(char *msg, size_t size, int n)
+{
+        if (n >= (int)size && size >= 4)
+                memcpy(msg + size - 4, "...", 4);
+}
+
 int sbx_error_set(struct sbx_error *err, int errnum, const char *fmt, ...)
 {
         if (errnum <= 0)
@@ -17,10 +25,11 @@ int sbx_error_set(struct sbx_error *err, int errnum, const char *fmt, ...)
                 char head[384];
 
                 va_start(ap, fmt);
-                vsnprintf(head, sizeof(head), fmt, ap);
+                mark_cut(head, sizeof(head), vsnprintf(head, sizeof(head), fmt, ap));
                 va_end(ap);
                 err->code = errnum;
-                snprintf(err->msg, sizeof(err->msg), "%s: %s", head, strerror(errnum));
+                int n = snprintf(err->msg, sizeof(err->msg), "%s: %s", head, strerror(errnum));
+                mark_cut(err->msg, sizeof(err->msg), n);
         }
         return -errnum;
 }
@@ -32,7 +41,8 @@ int sbx_error_say(struct sbx_error *err, int errnum, const char *fmt, ...)
         if (err) {
                 va_list ap;
                 va_start(ap, fmt);
-                vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+                mark_cut(err->msg, sizeof(err->msg),
+                         vsnprintf(err->msg, sizeof(err->msg), fmt, ap));
                 va_end(ap);
                 err->code = errnum;
         }
@@ -47,10 +57,11 @@ int sbx_error_wrap(struct sbx_error *err, const char *fmt, ...)
         va_list ap;
 
         va_start(ap, fmt);
-        vsnprintf(head, sizeof(head), fmt, ap);
+        mark_cut(head, sizeof(head), vsnprintf(head, sizeof(head), fmt, ap));
         va_end(ap);
         memcpy(old, err->msg, sizeof(old));
-        snprintf(err->msg, sizeof(err->msg), "%s: %s", head, old);
+        mark_cut(err->msg, sizeof(err->msg),
+                 snprintf(err->msg, sizeof(err->msg), "%s: %s", head, old));
         return -(err->code ? err->code : EIO);
 }
 
@@ -145,13 +156,28 @@ int64_t mono_us(void)
         return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+void sleep_ms(unsigned ms)
+{
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+}
+
+/* 9999-12-31T23:59:59.999Z, the last instant RFC 3339 can write. */
+#define RFC3339_MAX_MS 253402300799999LL
+
 void format_rfc3339(int64_t ms, char out[32])
 {
+        ms = MIN(MAX(ms, 0), RFC3339_MAX_MS);
         time_t secs = (time_t)(ms / 1000);
         struct tm tm;
         gmtime_r(&secs, &tm);
-        snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+        /* Each field is in range; the casts and the modulo tell the
+         * compiler so (the result always fits 25 bytes). */
+        snprintf(out, 32, "%04u-%02u-%02uT%02u:%02u:%02u.%03uZ",
+                 (unsigned)(tm.tm_year + 1900) % 10000, (unsigned)(tm.tm_mon + 1) % 100,
+                 (unsigned)tm.tm_mday % 100, (unsigned)tm.tm_hour % 100, (unsigned)tm.tm_min % 100,
+                 (unsigned)tm.tm_sec % 100, (unsigned)(ms % 1000));
 }
 
 int parse_duration_ms(const char *s, int64_t *ret_ms)
@@ -218,19 +244,37 @@ int read_small_at(int dirfd, const char *name, char *out, size_t len)
 {
         if (len == 0)
                 return -EINVAL;
-        int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
                 return -errno;
+        size_t off = 0;
+        while (off + 1 < len) {
+                ssize_t n = read(fd, out + off, len - 1 - off);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        break;
+                off += (size_t)n;
+        }
+        out[off] = '\0';
+        return (int)off;
+}
+
+int write_small_at(int dirfd, const char *name, const char *text)
+{
+        _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        size_t len = strlen(text);
         ssize_t n;
         do
-                n = read(fd, out, len - 1);
+                n = write(fd, text, len);
         while (n < 0 && errno == EINTR);
-        int e = errno;
-        close(fd);
         if (n < 0)
-                return -e;
-        out[n] = '\0';
-        return (int)n;
+                return -errno;
+        return (size_t)n == len ? 0 : -EIO;
 }
 
 int mkdir_p(const char *path, mode_t mode)
@@ -257,10 +301,35 @@ int mkdir_p(const char *path, mode_t mode)
  * directory on another device (a mount point) is never entered, so a
  * symlink or a leftover mount inside a sandbox tree cannot redirect the
  * removal to host files. */
+static int rm_rf_children(int dfd, dev_t dev, int depth);
+
+/* Remove `name` of the directory dfd (a subdirectory with its tree). */
+static int rm_rf_entry(int dfd, const char *name, dev_t dev, int depth)
+{
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISDIR(st.st_mode))
+                return unlinkat(dfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+        if (st.st_dev != dev)
+                return -EBUSY;
+        int cfd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (cfd < 0)
+                return -errno;
+        /* Let us into dirs like overlay's work/work (mode 000). */
+        fchmod(cfd, 0700);
+        int ret = rm_rf_children(cfd, dev, depth + 1);
+        if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                ret = -errno;
+        return ret;
+}
+
 static int rm_rf_children(int dfd, dev_t dev, int depth)
 {
-        if (depth > 4096)
+        if (depth > 4096) {
+                close(dfd);
                 return -ELOOP;
+        }
         DIR *d = fdopendir(dfd);
         if (!d) {
                 close(dfd);
@@ -271,33 +340,9 @@ static int rm_rf_children(int dfd, dev_t dev, int depth)
         while ((de = readdir(d))) {
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
                         continue;
-                struct stat st;
-                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-                        if (errno != ENOENT)
-                                ret = -errno;
-                        continue;
-                }
-                if (S_ISDIR(st.st_mode)) {
-                        if (st.st_dev != dev) {
-                                ret = -EBUSY;
-                                continue;
-                        }
-                        int cfd = openat(dirfd(d), de->d_name,
-                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                        if (cfd < 0) {
-                                ret = -errno;
-                                continue;
-                        }
-                        /* Let us into dirs like overlay's work/work (mode 000). */
-                        fchmod(cfd, 0700);
-                        int r = rm_rf_children(cfd, dev, depth + 1);
-                        if (r < 0)
-                                ret = r;
-                        if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-                                ret = -errno;
-                } else if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT) {
-                        ret = -errno;
-                }
+                int r = rm_rf_entry(dirfd(d), de->d_name, dev, depth);
+                if (r < 0)
+                        ret = r;
         }
         closedir(d);
         return ret;

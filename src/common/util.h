@@ -28,6 +28,12 @@ static inline void cleanup_closep(int *fd)
                 errno = saved;
         }
 }
+/* Close *fd if open and mark it closed (-1); errno is kept. */
+static inline void close_fd(int *fd)
+{
+        cleanup_closep(fd);
+        *fd = -1;
+}
 #define _cleanup_free_ __attribute__((cleanup(cleanup_freep)))
 #define _cleanup_close_ __attribute__((cleanup(cleanup_closep)))
 
@@ -87,6 +93,8 @@ int64_t mono_us(void);
 void format_rfc3339(int64_t ms, char out[32]);
 /* Parse "30s", "15m", "8h", "2d", "500ms" or a plain number of seconds into ms. */
 int parse_duration_ms(const char *s, int64_t *ret_ms);
+/* Sleep ms milliseconds, resuming after a signal. Async-signal-safe. */
+void sleep_ms(unsigned ms);
 
 /* ---- io ---- */
 /* write/read all bytes, retrying on EINTR; 0 or -errno (-EPIPE on EOF for read). */
@@ -95,6 +103,10 @@ int read_all(int fd, void *data, size_t len);
 /* Read a small file (at most len - 1 bytes) into out, NUL terminated,
  * without following a symlink at `name`; the bytes read, or -errno. */
 int read_small_at(int dirfd, const char *name, char *out, size_t len);
+/* Write text to an existing file in one write(2), without following a
+ * symlink at `name`: a kernel setting (/proc, /sys, cgroupfs) takes its
+ * value in one write. 0, -EIO when it took less, or -errno. */
+int write_small_at(int dirfd, const char *name, const char *text);
 /* mkdir -p with mode for created components; 0 or -errno. */
 /* out = a "/" b (a "" or b "": the other alone), or -ENAMETOOLONG with out
  * "" when it does not fit: never a truncated path, which could name

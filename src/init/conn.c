@@ -301,26 +301,37 @@ static bool conn_got_header(struct init_ctx *ctx, struct conn *c)
         return true;
 }
 
+/* One recv() towards the header, or once it is in, the payload. */
+static ssize_t conn_recv_some(struct conn *c)
+{
+        if (!c->have_header)
+                return recv(c->fd, c->hdr + c->hdr_got, AGENT_HEADER_SIZE - c->hdr_got,
+                            MSG_DONTWAIT);
+        return recv(c->fd, c->payload + c->pgot, c->plen - c->pgot, MSG_DONTWAIT);
+}
+
+/* Count n bytes received. False when they completed a header that
+ * conn_got_header() refused. */
+static bool conn_got(struct init_ctx *ctx, struct conn *c, size_t n)
+{
+        if (c->have_header) {
+                c->pgot += (uint32_t)n;
+                if (c->pgot == c->plen)
+                        c->frame_ready = true;
+                return true;
+        }
+        c->hdr_got += (uint32_t)n;
+        return c->hdr_got != AGENT_HEADER_SIZE || conn_got_header(ctx, c);
+}
+
 /* Read towards one complete frame. False when the connection is gone. */
 static bool conn_read(struct init_ctx *ctx, struct conn *c)
 {
         while (!c->frame_ready && !c->dead && !c->closing) {
-                ssize_t n;
-                if (!c->have_header)
-                        n = recv(c->fd, c->hdr + c->hdr_got, AGENT_HEADER_SIZE - c->hdr_got,
-                                 MSG_DONTWAIT);
-                else
-                        n = recv(c->fd, c->payload + c->pgot, c->plen - c->pgot, MSG_DONTWAIT);
+                ssize_t n = conn_recv_some(c);
                 if (n > 0) {
-                        if (!c->have_header) {
-                                c->hdr_got += (uint32_t)n;
-                                if (c->hdr_got == AGENT_HEADER_SIZE && !conn_got_header(ctx, c))
-                                        return !c->dead;
-                        } else {
-                                c->pgot += (uint32_t)n;
-                                if (c->pgot == c->plen)
-                                        c->frame_ready = true;
-                        }
+                        if (!conn_got(ctx, c, (size_t)n))
+                                return !c->dead;
                         continue;
                 }
                 if (n < 0 && errno == EINTR)

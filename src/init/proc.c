@@ -141,14 +141,6 @@ static struct proc *proc_find_pid(struct init_ctx *ctx, pid_t pid)
         return NULL;
 }
 
-static void close_fd(int *fd)
-{
-        if (*fd >= 0) {
-                close(*fd);
-                *fd = -1;
-        }
-}
-
 static void stream_close(struct init_ctx *ctx, struct stream *s)
 {
         if (s->fd >= 0) {

@@ -2,12 +2,14 @@
 /* Cgroups of the ns driver (internal to runtime/).
  *
  * Every sandbox gets one cgroup per hierarchy, named <root>/sb-<id>:
- *  - on a hybrid host, the v1 memory, pids, cpu and freezer hierarchies
- *    that are mounted (they carry the limits) plus the (controller-less)
- *    v2 hierarchy at /sys/fs/cgroup/unified, used for freeze, kill and the
- *    "populated" notification, as runc does in hybrid mode;
- *  - on a pure v2 host, the one v2 cgroup for everything.
- * The layout is detected once (cg_detect) and then read-only, so every
+ *  - on a v1 or hybrid host (cgroup-v1.c), the v1 memory, pids, cpu and
+ *    freezer hierarchies that are mounted (they carry the limits), plus,
+ *    when it is mounted, the controller-less v2 hierarchy at
+ *    /sys/fs/cgroup/unified, used for freeze, kill and the "populated"
+ *    notification, as runc does in hybrid mode;
+ *  - on a pure v2 host (cgroup-v2.c), the one v2 cgroup for everything.
+ * cg_detect finds the layout and picks the backend (struct cg_ops,
+ * cgroup-internal.h) once; both are read-only afterwards, so every
  * function here is safe from any thread. */
 #pragma once
 
@@ -22,11 +24,13 @@ enum cg_v1 { CG_V1_MEMORY, CG_V1_PIDS, CG_V1_CPU, CG_V1_FREEZER, CG_V1_COUNT };
 
 #define CG_PATH_MAX 512
 
+struct cg_ops;
+
 struct cg_layout {
         char root[128];           /* cgroup parent, e.g. "sandboxd" */
         char v2[64];              /* v2 mount point, "" when absent */
-        bool pure_v2;             /* /sys/fs/cgroup itself is cgroup2 */
         char v1[CG_V1_COUNT][64]; /* v1 mount points, "" when absent */
+        const struct cg_ops *ops; /* the backend: v2 on a pure v2 host, else v1 */
 };
 
 /* Find the hierarchies. root: cgroup parent path, relative, made of valid

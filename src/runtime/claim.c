@@ -30,7 +30,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
-#include "ns.h"
+#include "net.h"
 #include "runtime.h"
 
 #define CLAIMS_MAX 256
@@ -42,9 +42,12 @@ struct range {
         uint64_t lo, hi; /* [lo, hi) */
 };
 
+/* The longest registry entry write_entry makes, and so its longest line. */
+#define ENTRY_MAX 512
+
 struct other {
         char instance[RT_INSTANCE_LEN + 1];
-        char state[256];
+        char state[ENTRY_MAX];  /* "" when unknown: such a claim is never removed */
         struct range uids, net; /* net.hi == 0: none */
         bool live;
 };
@@ -61,7 +64,7 @@ static struct range cidr_range(uint32_t base, unsigned prefix)
 
 static int parse_entry(const char *text, struct other *o)
 {
-        char line[320];
+        char line[ENTRY_MAX];
         const char *p = text;
         while (*p) {
                 size_t n = strcspn(p, "\n");
@@ -71,8 +74,9 @@ static int parse_entry(const char *text, struct other *o)
                 char cidr[32];
                 uint32_t nb;
                 unsigned np;
+                /* A state dir cut short could name another one: none then. */
                 if (!strncmp(line, "state ", 6))
-                        snprintf(o->state, sizeof(o->state), "%s", line + 6);
+                        path_printf(o->state, sizeof(o->state), "%s", line + 6);
                 else if (sscanf(line, "uids %" SCNu64 " %" SCNu64, &b, &c) == 2)
                         o->uids = (struct range){b, b + c};
                 else if (sscanf(line, "net %31s", cidr) == 1 && net_parse_cidr(cidr, &nb, &np) == 0)
@@ -105,7 +109,7 @@ static int scan(int dirfd, const char *self, struct other *out, size_t *ret_n)
                 if (fd < 0 || read_small_at(dirfd, de->d_name, text, sizeof(text)) < 0 ||
                     parse_entry(text, o) < 0)
                         continue;
-                snprintf(o->instance, sizeof(o->instance), "%s", de->d_name);
+                memcpy(o->instance, de->d_name, RT_INSTANCE_LEN + 1); /* its length checked */
                 o->live = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
                 struct stat st;
                 if (!o->live && o->state[0] == '/' && stat(o->state, &st) < 0 && errno == ENOENT) {
@@ -230,8 +234,8 @@ static void read_persisted(const char *state, int64_t *ret_uid, char *net, size_
         char path[4096], text[256];
         *ret_uid = -1;
         net[0] = '\0';
-        snprintf(path, sizeof(path), "%s/ranges", state);
-        if (read_small_at(AT_FDCWD, path, text, sizeof(text)) < 0)
+        if (path_join(path, sizeof(path), state, "ranges") < 0 ||
+            read_small_at(AT_FDCWD, path, text, sizeof(text)) < 0)
                 return;
         char *save = NULL;
         for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
@@ -247,8 +251,9 @@ static void read_persisted(const char *state, int64_t *ret_uid, char *net, size_
 static int write_persisted(const char *state, const struct rt_claim *c, const char *old_net)
 {
         char path[4096], tmp[4100], text[128];
-        snprintf(path, sizeof(path), "%s/ranges", state);
-        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+        if (path_join(path, sizeof(path), state, "ranges") < 0 ||
+            path_printf(tmp, sizeof(tmp), "%s.tmp", path) < 0)
+                return -ENAMETOOLONG;
         const char *net = c->net_range[0] ? c->net_range : old_net;
         int len = snprintf(text, sizeof(text), "uid_base %" PRIu32 "\n%s%s%s", c->uid_base,
                            net[0] ? "net_range " : "", net, net[0] ? "\n" : "");
@@ -264,7 +269,7 @@ static int write_persisted(const char *state, const struct rt_claim *c, const ch
 
 static int write_entry(int fd, const struct rt_claim_want *w, const struct rt_claim *c)
 {
-        char text[512];
+        char text[ENTRY_MAX];
         int len = snprintf(text, sizeof(text), "state %s\nuids %" PRIu32 " %" PRIu32 "\n%s%s%s",
                            w->state_dir, c->uid_base, c->uid_count, c->net_range[0] ? "net " : "",
                            c->net_range, c->net_range[0] ? "\n" : "");
@@ -323,6 +328,9 @@ int rt_claim_take(const struct rt_claim_want *w, struct rt_claim *ret, struct sb
         if (!w->instance || strlen(w->instance) != RT_INSTANCE_LEN || !w->uid_count)
                 return sbx_error_set(err, EINVAL, "rt_claim_take: bad instance or uid count");
         snprintf(ret->instance, sizeof(ret->instance), "%s", w->instance);
+        /* Kept to remove the entry at the end: never a path cut short. */
+        if (path_printf(ret->registry, sizeof(ret->registry), "%s", reg) < 0)
+                return sbx_error_set(err, ENAMETOOLONG, "registry path `%s`", reg);
         int r = mkdir_p(reg, 0755);
         if (r < 0)
                 return sbx_error_set(err, -r, "create %s", reg);
@@ -341,12 +349,10 @@ int rt_claim_take(const struct rt_claim_want *w, struct rt_claim *ret, struct sb
                         if (read_small_at(dirfd, w->instance, text, sizeof(text)) >= 0 && !text[0])
                                 unlinkat(dirfd, w->instance, 0);
                 }
-                if (ret->fd >= 0)
-                        close(ret->fd);
-                ret->fd = -1;
+                close_fd(&ret->fd);
+                ret->registry[0] = '\0';
                 return r;
         }
-        snprintf(ret->registry, sizeof(ret->registry), "%s", reg);
         return 0;
 }
 
@@ -356,8 +362,8 @@ void rt_claim_release(struct rt_claim *c, bool drop)
                 return;
         if (drop) {
                 char path[sizeof(c->registry) + RT_INSTANCE_LEN + 2];
-                snprintf(path, sizeof(path), "%s/%s", c->registry, c->instance);
-                unlink(path);
+                if (path_join(path, sizeof(path), c->registry, c->instance) == 0)
+                        unlink(path);
         }
         close(c->fd);
         c->fd = -1;

@@ -22,7 +22,8 @@
  * A sandbox that started once without an image keeps its plain upper/
  * directory (its files stay where they are); one that has an image keeps
  * it even if the setting changes. */
-#include "ns.h"
+#include "disk.h"
+#include "../common/tool.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -33,30 +34,18 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 
 #define DISK_IMAGE "disk.img"
 #define DISK_MIN_BYTES (16ULL << 20)
 #define DISK_BUSY_WAIT_MS 5000
 #define DISK_ERR_MAX 200
 
-static const char *const mkfs_paths[] = {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"};
-
-static void disk_sleep_ms(unsigned ms)
-{
-        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-                ;
-}
+static const char *const mkfs_paths[] = {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4", NULL};
 
 /* Run mkfs.ext4 on the image file at fd; its stderr ends up in err. */
 static int run_mkfs(int img_fd, struct sbx_error *err)
 {
-        const char *mkfs = NULL;
-        for (size_t i = 0; i < ARRAY_SIZE(mkfs_paths) && !mkfs; i++)
-                if (access(mkfs_paths[i], X_OK) == 0)
-                        mkfs = mkfs_paths[i];
+        const char *mkfs = tool_find(mkfs_paths);
         if (!mkfs)
                 return sbx_error_set(err, ENOENT, "disk_limit needs mkfs.ext4 (e2fsprogs)");
         /* Lazy init: the kernel never zeroes inode tables or the journal of
@@ -64,45 +53,27 @@ static int run_mkfs(int img_fd, struct sbx_error *err)
          * filesystem's root is never seen by the sandbox (its upper/ and
          * work/ are, made and chowned by disk_mount), so it stays root's,
          * and one formatted image serves every sandbox as a template. */
-        char ext[] = "lazy_itable_init=1,lazy_journal_init=1,nodiscard";
-        int ep[2];
-        if (pipe2(ep, O_CLOEXEC) < 0)
-                return sbx_error_set(err, errno, "pipe");
-        pid_t pid = fork();
-        if (pid < 0) {
-                int e = errno;
-                close(ep[0]);
-                close(ep[1]);
-                return sbx_error_set(err, e, "fork mkfs");
-        }
-        if (pid == 0) {
-                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-                if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(ep[1], 2) < 0 ||
-                    dup2(img_fd, 3) < 0)
-                        _exit(127);
-                close_range(4, ~0U, 0);
-                char *const argv[] = {
-                    (char *)mkfs, "-q", "-F", "-t",      "ext4", "-b", "4096",
-                    "-m",         "0",  "-L", "sandbox", "-E",   ext,  "/proc/self/fd/3",
-                    NULL};
-                char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
-                execve(mkfs, argv, envp);
-                _exit(127);
-        }
-        close(ep[1]);
+        static const char ext[] = "lazy_itable_init=1,lazy_journal_init=1,nodiscard";
+        const char *const argv[] = {mkfs, "-q", "-F", "-t",      "ext4", "-b", "4096",
+                                    "-m", "0",  "-L", "sandbox", "-E",   ext,  "/proc/self/fd/3",
+                                    NULL};
         char msg[DISK_ERR_MAX] = "";
-        ssize_t n = read(ep[0], msg, sizeof(msg) - 1);
-        msg[n > 0 ? n : 0] = '\0';
-        msg[strcspn(msg, "\n")] = '\0';
-        close(ep[0]);
+        struct tool_run t = {
+            .argv = argv,
+            .envp = tool_plain_env,
+            .err_text = msg,
+            .err_len = sizeof(msg),
+            .fd3 = img_fd,
+        };
         int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-                ;
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        int r = run_tool(&t, &st, err);
+        if (r < 0 && st != -1) {
+                msg[strcspn(msg, "\n")] = '\0';
                 return sbx_error_set(err, EIO,
                                      "mkfs.ext4 of the sandbox disk failed (status 0x%x)%s%s", st,
                                      msg[0] ? ": " : "", msg);
-        return 0;
+        }
+        return r;
 }
 
 /* Copy the data of a sparse file, leaving its holes holes: an empty ext4
@@ -289,7 +260,7 @@ int disk_prepare(int dirfd, const struct rt_spec *spec, struct ns_disk *disk, st
                 if (mono_ms() > deadline)
                         return sbx_error_set(
                             err, EBUSY, "the sandbox's disk is still attached from a previous run");
-                disk_sleep_ms(20);
+                sleep_ms(20);
         }
         int r = attach_loop(img, disk, err);
         if (r < 0)

@@ -27,7 +27,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "ns.h"
+#include "dns.h"
 
 #define DNS_MAX_PENDING 1024
 #define DNS_MAX_PER_CLIENT 64 /* a resolver retries; 64 in flight is plenty */
@@ -67,7 +67,8 @@ static uint16_t rand16(void)
 static int parse_upstreams(struct dns_forwarder *f, const char *list, struct sbx_error *err)
 {
         char buf[512];
-        snprintf(buf, sizeof(buf), "%s", list);
+        if (snprintf(buf, sizeof(buf), "%s", list) >= (int)sizeof(buf))
+                return sbx_error_set(err, E2BIG, "dns upstream: the list is too long");
         char *save = NULL;
         for (char *t = strtok_r(buf, ", \t\n", &save); t; t = strtok_r(NULL, ", \t\n", &save)) {
                 if (f->nup == DNS_MAX_UPSTREAMS)
@@ -96,22 +97,20 @@ static int parse_upstreams(struct dns_forwarder *f, const char *list, struct sbx
 }
 
 /* The host's own resolvers, as it uses them (private ones included: the
- * host may reach them; its sandboxes only through this forwarder). */
-static void host_upstreams(char *out, size_t len)
+ * host may reach them; its sandboxes only through this forwarder), as
+ * "a,b". Only whole addresses: what does not fit is left out. */
+static void host_upstreams(struct buf *out)
 {
-        out[0] = '\0';
         static const char *const files[] = {"/run/systemd/resolve/resolv.conf", "/etc/resolv.conf"};
-        for (size_t i = 0; i < ARRAY_SIZE(files) && !out[0]; i++) {
+        for (size_t i = 0; i < ARRAY_SIZE(files) && out->len == 0; i++) {
                 FILE *fp = fopen(files[i], "re");
                 char line[256];
                 while (fp && fgets(line, sizeof(line), fp)) {
                         char ip[64];
                         struct in_addr a;
                         if (sscanf(line, " nameserver %63s", ip) == 1 &&
-                            inet_pton(AF_INET, ip, &a) == 1) {
-                                size_t l = strlen(out);
-                                snprintf(out + l, len - l, "%s%s", l ? "," : "", ip);
-                        }
+                            inet_pton(AF_INET, ip, &a) == 1)
+                                buf_printf(out, "%s%s", out->len ? "," : "", ip);
                 }
                 if (fp)
                         fclose(fp);
@@ -274,17 +273,24 @@ int dns_forwarder_open(uint16_t port, struct dns_forwarder **ret, uint16_t *ret_
         return 0;
 }
 
-int dns_forwarder_start(struct dns_forwarder *f, const struct ns_net_cfg *net, const char *upstream,
-                        struct sbx_error *err)
+int dns_forwarder_start(struct dns_forwarder *f, uint32_t net_base, unsigned net_prefix,
+                        const char *upstream, struct sbx_error *err)
 {
-        f->net = net->base;
-        f->mask = ~0U << (32 - net->prefix);
-        char hosts[512];
+        f->net = net_base;
+        f->mask = ~0U << (32 - net_prefix);
+        struct buf hosts;
+        buf_init(&hosts, 511);
+        int r = 0;
         if (!upstream || !*upstream) {
-                host_upstreams(hosts, sizeof(hosts));
-                upstream = hosts;
+                host_upstreams(&hosts);
+                r = buf_terminate(&hosts);
+                upstream = hosts.data;
         }
-        int r = parse_upstreams(f, upstream, err);
+        if (r >= 0)
+                r = parse_upstreams(f, upstream, err);
+        else
+                r = sbx_error_set(err, -r, "dns forwarder");
+        buf_free(&hosts);
         if (r == 0 && f->nup == 0)
                 r = sbx_error_set(err, ENOENT, "dns forwarder: the host has no IPv4 nameserver");
         if (r < 0)

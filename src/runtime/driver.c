@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The rt_* calls: each picks the spec's driver and calls through its table
  * of operations (runtime.h). The drivers are opened once, in rt_open, and
- * never change afterwards, so lookups need no lock. */
+ * never change afterwards, so lookups need no lock. An optional operation
+ * a driver lacks is -ENOTSUP here, never a NULL call. */
 #include "runtime.h"
 
 #include <stdlib.h>
@@ -17,6 +18,18 @@ struct rt {
 
 static const struct rt_driver *const builtin[] = {&rt_ns_driver};
 
+/* Every required operation there, and the capability bits that name an
+ * optional one matching it. */
+static bool driver_is_valid(const struct rt_driver *d)
+{
+        if (!d || !d->name || !d->open || !d->close || !d->start || !d->freeze || !d->thaw ||
+            !d->stop || !d->destroy || !d->is_alive || !d->any_alive || !d->dial)
+                return false;
+        bool hostname = d->caps & RT_CAP_HOSTNAME, checkpoint = d->caps & RT_CAP_CHECKPOINT;
+        return hostname == !!d->set_hostname && checkpoint == !!d->checkpoint &&
+               checkpoint == !!d->restore;
+}
+
 int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err)
 {
         if (!cfg || !ret)
@@ -31,9 +44,7 @@ int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err)
                 return sbx_error_set(err, ENOMEM, "rt_open");
         for (size_t i = 0; i < n; i++) {
                 const struct rt_driver *ops = list[i];
-                if (!ops || !ops->name || !ops->open || !ops->start || !ops->stop ||
-                    !ops->destroy || !ops->freeze || !ops->thaw || !ops->is_alive ||
-                    !ops->any_alive || !ops->dial || !ops->close) {
+                if (!driver_is_valid(ops)) {
                         rt_close(rt);
                         return sbx_error_set(err, EINVAL, "runtime driver %zu is incomplete", i);
                 }
@@ -166,6 +177,30 @@ int rt_root(struct rt *rt, const struct rt_spec *spec, int *ret_fd, struct sbx_e
                 return sbx_error_set(err, ENOTSUP, "driver `%s` has no root handle",
                                      rt->d[i].ops->name);
         return rt->d[i].ops->root(rt->d[i].state, spec, ret_fd, err);
+}
+
+int rt_checkpoint(struct rt *rt, const struct rt_spec *spec, const char *dir, uint32_t flags,
+                  struct sbx_error *err)
+{
+        int i = pick(rt, spec, err);
+        if (i < 0)
+                return i;
+        if (!rt->d[i].ops->checkpoint)
+                return sbx_error_set(err, ENOTSUP, "driver `%s` cannot checkpoint",
+                                     rt->d[i].ops->name);
+        return rt->d[i].ops->checkpoint(rt->d[i].state, spec, dir, flags, err);
+}
+
+int rt_restore(struct rt *rt, const struct rt_spec *spec, const char *dir, pid_t *ret_pid,
+               struct sbx_error *err)
+{
+        int i = pick(rt, spec, err);
+        if (i < 0)
+                return i;
+        if (!rt->d[i].ops->restore)
+                return sbx_error_set(err, ENOTSUP, "driver `%s` cannot restore",
+                                     rt->d[i].ops->name);
+        return rt->d[i].ops->restore(rt->d[i].state, spec, dir, ret_pid, err);
 }
 
 uint32_t rt_caps(const struct rt *rt, const struct rt_spec *spec)

@@ -12,22 +12,19 @@
 #include <jansson.h>
 #include <limits.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 
 #include "../common/names.h"
+#include "../common/tool.h"
 
 #define IMG_BUSYBOX "/bin/busybox"
 #define IMG_JSON "image.json"
 #define IMG_JSON_MAX 65536
 #define IMG_LIST_MAX 65536
-
-extern char **environ;
 
 /* ---- small helpers ---- */
 
@@ -102,51 +99,6 @@ static int copy_file_at(const char *src, int dfd, const char *name, mode_t mode,
         return 0;
 }
 
-/* Run argv (PATH lookup) with stdin = /dev/null and stdout = our stderr;
- * when capture is set, stdout goes there instead (up to its cap). */
-static int run_tool(char *const argv[], struct buf *capture, struct sbx_error *err)
-{
-        posix_spawn_file_actions_t fa;
-        int p[2] = {-1, -1};
-        if (capture && pipe2(p, O_CLOEXEC) < 0)
-                return sbx_error_set(err, errno, "pipe");
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-        posix_spawn_file_actions_adddup2(&fa, capture ? p[1] : 2, 1);
-        pid_t pid;
-        int r = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-        posix_spawn_file_actions_destroy(&fa);
-        if (capture)
-                close(p[1]);
-        if (r != 0) {
-                if (capture)
-                        close(p[0]);
-                return sbx_error_set(err, r, "run `%s`", argv[0]);
-        }
-        int cr = 0;
-        while (capture) {
-                char chunk[4096];
-                ssize_t n = read(p[0], chunk, sizeof(chunk));
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        break;
-                if (cr == 0)
-                        cr = buf_append(capture, chunk, (size_t)n);
-        }
-        if (capture)
-                close(p[0]);
-        int st;
-        while (waitpid(pid, &st, 0) < 0)
-                if (errno != EINTR)
-                        return sbx_error_set(err, errno, "wait for `%s`", argv[0]);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-                return sbx_error_set(err, EIO, "`%s` failed (status 0x%x)", argv[0], st);
-        if (cr < 0)
-                return sbx_error_set(err, -cr, "output of `%s`", argv[0]);
-        return 0;
-}
-
 /* ---- the images ---- */
 
 static bool applet_name_ok(const char *s)
@@ -161,10 +113,11 @@ static bool applet_name_ok(const char *s)
 
 static int tiny_applets(int bindir, struct sbx_error *err)
 {
-        char *argv[] = {IMG_BUSYBOX, "--list", NULL};
+        const char *const argv[] = {IMG_BUSYBOX, "--list", NULL};
         struct buf out;
         buf_init(&out, IMG_LIST_MAX);
-        int r = run_tool(argv, &out, err);
+        struct tool_run t = {.argv = argv, .out = &out};
+        int r = run_tool(&t, NULL, err);
         if (r >= 0)
                 r = buf_terminate(&out);
         char *save = NULL;
@@ -219,13 +172,15 @@ static int build_debian(int builddir, const char *build_path, struct sbx_error *
         char target[PATH_MAX];
         if (snprintf(target, sizeof(target), "%s/rootfs", build_path) >= (int)sizeof(target))
                 return sbx_error_set(err, ENAMETOOLONG, "image path too long");
-        char *argv[] = {"mmdebstrap",
-                        "--variant=apt",
-                        "--include=python3,nodejs,npm,git,curl,ca-certificates,procps",
-                        "bookworm",
-                        target,
-                        NULL};
-        int r = run_tool(argv, NULL, err);
+        const char *const argv[] = {"mmdebstrap",
+                                    "--variant=apt",
+                                    "--include=python3,nodejs,npm,git,curl,ca-certificates,procps",
+                                    "bookworm",
+                                    target,
+                                    NULL};
+        /* Its progress (stdout) goes where ours does. */
+        struct tool_run t = {.argv = argv, .out_to_stderr = true};
+        int r = run_tool(&t, NULL, err);
         if (r < 0)
                 return r;
         _cleanup_close_ int rootfd =
@@ -325,8 +280,8 @@ static bool image_complete(int imgfd, const char *name)
 {
         char p[256];
         struct stat st;
-        snprintf(p, sizeof(p), "%s/" IMG_JSON, name);
-        return fstatat(imgfd, p, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+        return path_join(p, sizeof(p), name, IMG_JSON) == 0 &&
+               fstatat(imgfd, p, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
 }
 
 /* Move the new build into place; whatever was there before (complete or
@@ -349,6 +304,61 @@ static int install_build(int imgfd, const char *build, const char *name, struct 
         return 0;
 }
 
+/* The image's rootfs/, made in the build dir bfd. */
+static int build_rootfs(int bfd, const char *build_path, bool tiny, struct sbx_error *err)
+{
+        if (!tiny)
+                return build_debian(bfd, build_path, err);
+        int r = mkdir_mode(bfd, "rootfs", 0755);
+        if (r < 0)
+                return sbx_error_set(err, -r, "create rootfs/");
+        _cleanup_close_ int rootfd =
+            openat(bfd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (rootfd < 0)
+                return sbx_error_set(err, errno, "open rootfs/");
+        return build_tiny(rootfd, err);
+}
+
+/* Disk use of the built rootfs/; 0 when it cannot be measured. */
+static uint64_t rootfs_size(int bfd)
+{
+        struct stat st;
+        int rfd = openat(bfd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (rfd < 0)
+                return 0;
+        if (fstat(rfd, &st) < 0) {
+                close(rfd);
+                return 0;
+        }
+        return tree_size(rfd, st.st_dev, 0); /* it closes rfd */
+}
+
+/* Build into <images>/.build-<name>-<pid>, then move it into place; on
+ * failure the build dir goes. */
+static int build_and_install(int imgfd, const char *images_dir, const char *name, bool tiny,
+                             uint64_t *ret_size, struct sbx_error *err)
+{
+        char build[128], build_path[PATH_MAX];
+        snprintf(build, sizeof(build), ".build-%s-%d", name, (int)getpid());
+        if (path_join(build_path, sizeof(build_path), images_dir, build) < 0)
+                return sbx_error_set(err, ENAMETOOLONG, "images dir path too long");
+        if (mkdirat(imgfd, build, 0755) < 0)
+                return sbx_error_set(err, errno, "create `%s`", build_path);
+        _cleanup_close_ int bfd =
+            openat(imgfd, build, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int r = bfd < 0 ? sbx_error_set(err, errno, "open `%s`", build_path)
+                        : build_rootfs(bfd, build_path, tiny, err);
+        if (r >= 0) {
+                *ret_size = rootfs_size(bfd);
+                r = write_image_json(bfd, name, *ret_size, err);
+        }
+        if (r >= 0)
+                r = install_build(imgfd, build, name, err);
+        if (r < 0)
+                rm_rf_at(imgfd, build);
+        return r;
+}
+
 int rt_image_build(const char *images_dir, const char *name, bool force, struct sbx_error *err)
 {
         bool tiny = name && !strcmp(name, "tiny");
@@ -367,43 +377,9 @@ int rt_image_build(const char *images_dir, const char *name, bool force, struct 
                 return 0;
         }
         fprintf(stderr, "building image '%s'...\n", name);
-        char build[128], build_path[PATH_MAX];
-        snprintf(build, sizeof(build), ".build-%s-%d", name, (int)getpid());
-        if (snprintf(build_path, sizeof(build_path), "%s/%s", images_dir, build) >=
-            (int)sizeof(build_path))
-                return sbx_error_set(err, ENAMETOOLONG, "images dir path too long");
-        if (mkdirat(imgfd, build, 0755) < 0)
-                return sbx_error_set(err, errno, "create `%s`", build_path);
-        _cleanup_close_ int bfd =
-            openat(imgfd, build, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (bfd < 0)
-                r = sbx_error_set(err, errno, "open `%s`", build_path);
-        else if (tiny && (r = mkdir_mode(bfd, "rootfs", 0755)) < 0)
-                r = sbx_error_set(err, -r, "create rootfs/");
-        if (r >= 0 && tiny) {
-                _cleanup_close_ int rootfd =
-                    openat(bfd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                r = rootfd < 0 ? sbx_error_set(err, errno, "open rootfs/")
-                               : build_tiny(rootfd, err);
-        } else if (r >= 0) {
-                r = build_debian(bfd, build_path, err);
-        }
         uint64_t size = 0;
-        if (r >= 0) {
-                struct stat st;
-                int rfd = openat(bfd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (rfd >= 0 && fstat(rfd, &st) == 0)
-                        size = tree_size(rfd, st.st_dev, 0);
-                else if (rfd >= 0)
-                        close(rfd);
-                r = write_image_json(bfd, name, size, err);
-        }
-        if (r >= 0)
-                r = install_build(imgfd, build, name, err);
-        if (r < 0) {
-                rm_rf_at(imgfd, build);
+        if ((r = build_and_install(imgfd, images_dir, name, tiny, &size, err)) < 0)
                 return r;
-        }
         fprintf(stderr, "image '%s' ready (%" PRIu64 " MiB)\n", name, (size + (1 << 19)) >> 20);
         return 0;
 }
@@ -444,7 +420,8 @@ static int64_t parse_rfc3339_ms(const char *s)
 static int read_info(int imgfd, const char *name, struct rt_image_info *info)
 {
         char p[256], text[IMG_JSON_MAX];
-        snprintf(p, sizeof(p), "%s/" IMG_JSON, name);
+        if (path_join(p, sizeof(p), name, IMG_JSON) < 0)
+                return -ENAMETOOLONG;
         _cleanup_close_ int fd = openat(imgfd, p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
                 return -errno;

@@ -27,7 +27,9 @@
  * CAP_NET_RAW cannot spoof another source address.
  *
  * Configuration talks rtnetlink directly (no ip(8) processes). */
-#include "ns.h"
+#include "net.h"
+#include "runtime.h"
+#include "../common/tool.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -37,16 +39,17 @@
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 #include <net/if.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #define NL_BUF 1024
 #define NET_IF_PREFIX "sbd"
 #define NFT_RULES_MAX 4096
+/* A veth name has IFNAMSIZ - 1 bytes: the instance's prefix (9) and at most
+ * 6 digits of the index of its /30, so a range serves at most that many. */
+#define NET_MAX_SLOTS 1000000u
 
 /* ---- the range ---- */
 
@@ -96,69 +99,76 @@ static bool public_ipv4(uint32_t a)
         return true;
 }
 
-/* "a, b" (or the host's /etc/resolv.conf when list is NULL: its public
- * IPv4 servers only) -> "nameserver a\nnameserver b\n"; "" when none. */
+/* The host's nameservers, as "a,b,...": those of /etc/resolv.conf, and
+ * those of systemd-resolved, whose stub (127.0.0.53) hides the upstream
+ * servers in its own file. Only whole names: what does not fit is left
+ * out, never cut. */
+static void host_nameservers(struct buf *list)
+{
+        static const char *const files[] = {"/etc/resolv.conf", "/run/systemd/resolve/resolv.conf"};
+        for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+                FILE *f = fopen(files[i], "re");
+                char line[256];
+                while (f && fgets(line, sizeof(line), f)) {
+                        char ip[64];
+                        if (sscanf(line, " nameserver %63s", ip) == 1)
+                                buf_printf(list, "%s%s", list->len ? "," : "", ip);
+                }
+                if (f)
+                        fclose(f);
+        }
+}
+
+/* 1 when t is a nameserver a NAT sandbox may use, 0 when not; strict (the
+ * operator named it): -EINVAL instead of 0, with err saying why. */
+static int nameserver_ok(const char *t, bool strict, struct sbx_error *err)
+{
+        struct in_addr a;
+        if (inet_pton(AF_INET, t, &a) != 1)
+                return strict ? sbx_error_set(err, EINVAL, "dns: `%s` is not an IPv4 address", t)
+                              : 0;
+        if (!public_ipv4(ntohl(a.s_addr)))
+                return strict ? sbx_error_set(err, EINVAL,
+                                              "dns: %s is a private or local address a "
+                                              "sandbox may not reach",
+                                              t)
+                              : 0;
+        return 1;
+}
+
+/* "a, b" (or the host's nameservers when list is NULL: its public IPv4
+ * servers only) -> "nameserver a\nnameserver b\n"; "" when none. */
 static int make_resolv(const char *list, char *out, size_t out_len, struct sbx_error *err)
 {
-        char buf[1024] = "";
+        struct buf names;
+        buf_init(&names, 1023);
         out[0] = '\0';
-        if (list) {
-                snprintf(buf, sizeof(buf), "%s", list);
-        } else {
-                /* systemd-resolved's stub (127.0.0.53) hides the upstream
-                 * servers in its own file. */
-                static const char *const files[] = {"/etc/resolv.conf",
-                                                    "/run/systemd/resolve/resolv.conf"};
-                for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
-                        FILE *f = fopen(files[i], "re");
-                        char line[256];
-                        while (f && fgets(line, sizeof(line), f)) {
-                                char ip[64];
-                                if (sscanf(line, " nameserver %63s", ip) == 1) {
-                                        size_t l = strlen(buf);
-                                        snprintf(buf + l, sizeof(buf) - l, "%s%s", l ? "," : "",
-                                                 ip);
-                                }
-                        }
-                        if (f)
-                                fclose(f);
-                }
+        int r = 0;
+        if (list)
+                r = buf_printf(&names, "%s", list);
+        else
+                host_nameservers(&names);
+        if (r >= 0)
+                r = buf_terminate(&names);
+        if (r < 0) {
+                buf_free(&names);
+                return sbx_error_set(err, -r, "dns: the list of nameservers");
         }
         char *save = NULL;
         int n = 0;
-        for (char *t = strtok_r(buf, ", \t", &save); t && n < 3;
+        for (char *t = strtok_r(names.data, ", \t", &save); t && n < 3 && r >= 0;
              t = strtok_r(NULL, ", \t", &save)) {
-                struct in_addr a;
-                if (inet_pton(AF_INET, t, &a) != 1) {
-                        if (list)
-                                return sbx_error_set(err, EINVAL,
-                                                     "dns: `%s` is not an IPv4 address", t);
+                if ((r = nameserver_ok(t, list != NULL, err)) <= 0)
                         continue;
-                }
-                if (!public_ipv4(ntohl(a.s_addr))) {
-                        if (list)
-                                return sbx_error_set(err, EINVAL,
-                                                     "dns: %s is a private or local address a "
-                                                     "sandbox may not reach",
-                                                     t);
-                        continue;
-                }
                 size_t l = strlen(out);
                 snprintf(out + l, out_len - l, "nameserver %s\n", t);
                 n++;
         }
-        return 0;
+        buf_free(&names);
+        return r < 0 ? r : 0;
 }
 
 /* ---- the host's side: forwarding and the nftables table ---- */
-
-static int write_file(const char *path, const char *text)
-{
-        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return -errno;
-        return write_all(fd, text, strlen(text));
-}
 
 /* Turn IPv4 forwarding on. When the host did not route before sandboxd
  * (remembered in /run, which lives as long as the setting), it must not
@@ -178,7 +188,7 @@ static int enable_forwarding(bool *ret_router, struct sbx_error *err)
                     open(mark, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
                 if (fd < 0)
                         return sbx_error_set(err, errno, "create %s", mark);
-                if ((r = write_file(fwd, "1\n")) < 0)
+                if ((r = write_small_at(AT_FDCWD, fwd, "1\n")) < 0)
                         return sbx_error_set(err, -r, "turn on %s", fwd);
         }
         *ret_router = was_on && access(mark, F_OK) != 0;
@@ -312,60 +322,31 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
 
 static int run_nft(const char *table, const char *rules, struct sbx_error *err)
 {
-        static const char *const paths[] = {"/usr/sbin/nft", "/sbin/nft"};
-        const char *nft = NULL;
-        for (size_t i = 0; i < ARRAY_SIZE(paths) && !nft; i++)
-                if (access(paths[i], X_OK) == 0)
-                        nft = paths[i];
+        static const char *const paths[] = {"/usr/sbin/nft", "/sbin/nft", NULL};
+        const char *nft = tool_find(paths);
         if (!nft)
                 return sbx_error_set(err, ENOENT,
                                      "network nat needs nft (the nftables package); or set "
                                      "network = none");
-        int in[2], ep[2];
-        if (pipe2(in, O_CLOEXEC) < 0)
-                return sbx_error_set(err, errno, "pipe");
-        if (pipe2(ep, O_CLOEXEC) < 0) {
-                close(in[0]);
-                close(in[1]);
-                return sbx_error_set(err, errno, "pipe");
-        }
-        pid_t pid = fork();
-        if (pid == 0) {
-                int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-                if (null < 0 || dup2(in[0], 0) < 0 || dup2(null, 1) < 0 || dup2(ep[1], 2) < 0)
-                        _exit(127);
-                close_range(3, ~0U, 0);
-                char *const argv[] = {(char *)nft, "-f", "-", NULL};
-                char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
-                execve(nft, argv, envp);
-                _exit(127);
-        }
-        int fork_err = pid < 0 ? errno : 0;
-        close(in[0]);
-        close(ep[1]);
-        /* nft may exit before reading: EPIPE, not a SIGPIPE that would end
-         * the daemon (rt_open runs before it ignores SIGPIPE). */
-        struct sigaction ign = {.sa_handler = SIG_IGN}, old;
-        sigaction(SIGPIPE, &ign, &old);
-        int r = pid < 0 ? -fork_err : write_all(in[1], rules, strlen(rules));
-        sigaction(SIGPIPE, &old, NULL);
-        close(in[1]);
+        const char *const argv[] = {nft, "-f", "-", NULL};
         char msg[256] = "";
-        ssize_t n = pid < 0 ? 0 : read(ep[0], msg, sizeof(msg) - 1);
-        msg[n > 0 ? n : 0] = '\0';
-        for (char *p = msg; *p; p++)
-                if (*p == '\n')
-                        *p = ' ';
-        close(ep[0]);
-        if (pid < 0)
-                return sbx_error_set(err, -r, "fork nft");
+        struct tool_run t = {
+            .argv = argv,
+            .envp = tool_plain_env,
+            .input = rules,
+            .err_text = msg,
+            .err_len = sizeof(msg),
+        };
         int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-                ;
-        if (r < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        int r = run_tool(&t, &st, err);
+        if (r < 0 && st != -1) {
+                for (char *p = msg; *p; p++)
+                        if (*p == '\n')
+                                *p = ' ';
                 return sbx_error_set(err, EIO, "nftables table inet %s: %s", table,
                                      msg[0] ? msg : "nft failed");
-        return 0;
+        }
+        return r;
 }
 
 int net_host_plan(const char *range, const char *instance, const char *dns, bool forwarder,
@@ -379,7 +360,7 @@ int net_host_plan(const char *range, const char *instance, const char *dns, bool
         if (net_parse_cidr(range, &ret->base, &ret->prefix) < 0)
                 return sbx_error_set(err, EINVAL,
                                      "net_range `%s`: want an IPv4 network a.b.c.d/8..30", range);
-        ret->slots = 1U << (32 - ret->prefix - 2);
+        ret->slots = MIN(1U << (32 - ret->prefix - 2), NET_MAX_SLOTS);
         snprintf(ret->table, sizeof(ret->table), "sandboxd-%s", instance);
         snprintf(ret->ifprefix, sizeof(ret->ifprefix), NET_IF_PREFIX "%.*s", RT_TAG_LEN, instance);
         int r = make_resolv(dns && *dns ? dns : NULL, ret->resolv, sizeof(ret->resolv), err);
@@ -557,8 +538,8 @@ static int nl_default_route(int ifindex, uint32_t gw)
 static int if_sysctl(const char *family, const char *ifname, const char *key, const char *value)
 {
         char p[128];
-        snprintf(p, sizeof(p), "/proc/sys/net/%s/conf/%s/%s", family, ifname, key);
-        return write_file(p, value);
+        int r = path_printf(p, sizeof(p), "/proc/sys/net/%s/conf/%s/%s", family, ifname, key);
+        return r < 0 ? r : write_small_at(AT_FDCWD, p, value);
 }
 
 /* ---- per sandbox ---- */
@@ -575,7 +556,9 @@ int net_veth_create(const struct ns_net_cfg *cfg, uint32_t hint, int netns_fd, s
         /* The first free /30, starting from the hint: the name is the lock. */
         for (uint32_t i = 0; i < cfg->slots && r == -EEXIST; i++) {
                 idx = (hint + i) % cfg->slots;
-                snprintf(ret->host_if, sizeof(ret->host_if), "%s%" PRIu32, cfg->ifprefix, idx);
+                if (path_printf(ret->host_if, sizeof(ret->host_if), "%s%" PRIu32, cfg->ifprefix,
+                                idx) < 0)
+                        return sbx_error_set(err, ENAMETOOLONG, "veth name for /30 %" PRIu32, idx);
                 r = nl_veth_add(ret->host_if, netns_fd);
         }
         if (r == -EEXIST)

@@ -4,9 +4,10 @@
  * layer, start sandbox-init as its PID 1, let the daemon dial it, and
  * freeze, thaw, stop and destroy it. Nothing above runtime/ knows how.
  *
- * A driver is a table of operations (struct rt_driver); the rt_* calls
- * below pick one by the spec's `driver` name and call through it. The `ns`
- * driver (namespaces + overlayfs + cgroups, zygote.c) is built in.
+ * A driver is a table of operations (struct rt_driver, below); the rt_*
+ * calls pick one by the spec's `driver` name and call through it
+ * (driver.c). The `ns` driver (namespaces + overlayfs + cgroups,
+ * ns-driver.c) is built in.
  *
  * Threads: rt_open() opens every driver; the ns driver forks a
  * single-threaded helper (the "zygote"), so rt_open must be called before
@@ -96,8 +97,10 @@ struct rt_limits {
 };
 
 struct rt_spec {
-        const char *driver;   /* its driver's name; NULL = the first one opened */
-        uint64_t id;          /* unique, never reused; names the cgroup */
+        const char *driver;   /* its driver's name (the sandbox's class, kept in
+                                 its record); NULL = the first one opened */
+        uint64_t id;          /* unique, never reused; names what the driver
+                                 makes for it (ns: its cgroups) */
         const char *dir;      /* sandbox dir: holds upper/ work/ agent.sock; exists, 0700 */
         const char *rootfs;   /* image root (read-only lower layer) */
         const char *hostname; /* the sandbox name (cut to 64 bytes) */
@@ -106,57 +109,112 @@ struct rt_spec {
         struct rt_limits limits;
 };
 
-/* ---- drivers ---- */
+/* ---- drivers ----
+ *
+ * What a driver promises, whatever isolates the sandbox (ns today; a
+ * gVisor/runsc driver, which boots sandbox-init in its own kernel, next):
+ *  - A sandbox is named by its spec: id (unique, never reused: it names
+ *    what the driver makes for it, such as the ns driver's cgroups), dir
+ *    (the sandbox's own host directory; everything the driver keeps on
+ *    disk for it lives there, so destroy can remove it) and the rest of
+ *    the spec its start was given.
+ *  - Its state lives on the host, not in the daemon: a sandbox outlives
+ *    the daemon, and a daemon that starts again finds it with is_alive
+ *    and dial from the spec alone.
+ *  - Calls about one sandbox come one at a time (the manager holds the
+ *    sandbox's lock), except dial and root: any thread, any time, also
+ *    while the sandbox is frozen, stopping or stopped (they fail then).
+ *  - Errors are -errno with err set; -ENOTSUP for what the driver cannot
+ *    do. Optional operations are NULL; a capability bit that names one
+ *    (RT_CAP_HOSTNAME, RT_CAP_CHECKPOINT) comes with it (rt_open checks). */
 enum {
         RT_CAP_NAT = 1u << 0,        /* RT_NET_NAT sandboxes */
         RT_CAP_DISK_LIMIT = 1u << 1, /* limits.disk_bytes is enforced */
         RT_CAP_HOSTNAME = 1u << 2,   /* set_hostname renames a running sandbox */
         RT_CAP_AGENT_ROOT = 1u << 3, /* sandbox-init hands over an O_PATH fd of its
                                         "/" (AGENT_REQ_ROOT) on a dialled socket */
+        RT_CAP_CHECKPOINT = 1u << 4, /* checkpoint and restore */
 };
 
-/* One isolation driver. state is what its open() made. Every operation
- * but open/close/any_alive is about one sandbox, named by its spec (the
- * same spec its start was given: id and dir at least). Errors are -errno
- * with err set. Optional operations are NULL. */
+/* checkpoint flags */
+enum {
+        RT_CKPT_KEEP_RUNNING = 1u << 0, /* the sandbox goes on running afterwards */
+};
+
+/* One isolation driver. state is what its open() made. */
 struct rt_driver {
         const char *name; /* "ns" */
         uint32_t caps;    /* RT_CAP_* */
+        /* Once, before the daemon has any thread (a driver may fork a
+         * helper then); cfg stays valid only during the call. */
         int (*open)(const struct rt_config *cfg, void **ret_state, struct sbx_error *err);
+        /* At exit. Sandboxes keep running. */
         void (*close)(void *state);
-        /* Start sandbox-init as PID 1 and return once it accepts a dial
-         * (see rt_start). */
+        /* Start sandbox-init as the sandbox's first process and return once
+         * it accepts a dial. ret_pid: a host pid for it (ns: sandbox-init
+         * itself; a driver whose sandbox-init is no host process gives its
+         * supervisor's), which the caller only passes back (set_hostname).
+         * See rt_start for the rest. */
         int (*start)(void *state, const struct rt_spec *spec, pid_t *ret_pid,
                      struct sbx_error *err);
+        /* Stop every process of the sandbox from running, and let them go
+         * on. A frozen sandbox still counts as alive. */
         int (*freeze)(void *state, const struct rt_spec *spec, struct sbx_error *err);
         int (*thaw)(void *state, const struct rt_spec *spec, struct sbx_error *err);
+        /* Kill every process, frozen or not, and return once they are gone
+         * (is_alive false); the files stay for the next start. A sandbox
+         * that does not run is fine. */
         int (*stop)(void *state, const struct rt_spec *spec, struct sbx_error *err);
+        /* stop, then remove everything the driver made for the sandbox on
+         * the host, its dir included. */
         int (*destroy)(void *state, const struct rt_spec *spec, struct sbx_error *err);
+        /* Whether a process of the sandbox may still run. */
         bool (*is_alive)(void *state, const struct rt_spec *spec);
+        /* Whether any sandbox this driver started for this daemon instance
+         * may still run (they outlive the daemon); true when it cannot
+         * tell. */
         bool (*any_alive)(void *state);
-        /* A connected stream socket to sandbox-init (agent protocol),
-         * O_CLOEXEC and non-blocking; -ECONNREFUSED when nobody listens. */
+        /* A connected stream socket to sandbox-init (the agent protocol,
+         * agent/proto.h), O_CLOEXEC and non-blocking; -ECONNREFUSED when
+         * nobody listens, -ETIMEDOUT when its backlog stays full. Cheap: a
+         * call per agent request. */
         int (*dial)(void *state, const struct rt_spec *spec, int *ret_fd, struct sbx_error *err);
-        /* Optional. */
+
+        /* Optional. Rename a running sandbox (RT_CAP_HOSTNAME); init_pid is
+         * what its start returned. */
         int (*set_hostname)(void *state, const struct rt_spec *spec, pid_t init_pid,
                             const char *name, struct sbx_error *err);
-        /* A host-side O_PATH fd of the sandbox's "/", for the file
-         * endpoints. NULL: none (then RT_CAP_AGENT_ROOT says whether the
-         * agent hands one over). */
+        /* Optional. A host-side O_PATH fd of the sandbox's "/" for the file
+         * endpoints, which resolve every client path under it with
+         * openat2(RESOLVE_IN_ROOT) as the sandbox's root uid (inroot.h): it
+         * must be the tree the sandbox sees, coherent with what its
+         * processes see while they run. A driver whose sandbox keeps its
+         * own view of its files (gVisor's sentry caches them) has none.
+         * Without one, RT_CAP_AGENT_ROOT says whether sandbox-init hands
+         * one over; with neither, files go through the agent protocol. */
         int (*root)(void *state, const struct rt_spec *spec, int *ret_fd, struct sbx_error *err);
-        /* Save a stopped sandbox's state to / restore it from a directory. */
-        int (*checkpoint)(void *state, const struct rt_spec *spec, const char *to,
+        /* Optional (RT_CAP_CHECKPOINT), both or neither. checkpoint: save a
+         * running or frozen sandbox (its processes and memory) into dir, an
+         * empty directory the caller made, then stop it unless flags has
+         * RT_CKPT_KEEP_RUNNING. restore: start the stopped sandbox again
+         * from such a dir instead of booting it, as start does otherwise
+         * (its files are the ones it had then). */
+        int (*checkpoint)(void *state, const struct rt_spec *spec, const char *dir, uint32_t flags,
                           struct sbx_error *err);
-        int (*restore)(void *state, const struct rt_spec *spec, const char *from, pid_t *ret_pid,
+        int (*restore)(void *state, const struct rt_spec *spec, const char *dir, pid_t *ret_pid,
                        struct sbx_error *err);
 };
 
+/* The ns driver (ns-driver.c): namespaces, an overlay over the image,
+ * cgroups. It reads every field of struct rt_config. */
 extern const struct rt_driver rt_ns_driver;
 
 #define RT_MAX_DRIVERS 4
 
 /* Open the drivers: cfg->drivers (n_drivers of them), or the built-in ns
- * driver when NULL. Call once, before any thread exists. */
+ * driver when NULL. Call once, before any thread exists. -EINVAL for a
+ * driver that lacks a required operation or whose capability bits and
+ * optional operations disagree. */
 int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err);
 void rt_close(struct rt *rt);
 /* The opened driver of that name (NULL = the first); NULL when none. */
@@ -164,15 +222,15 @@ const struct rt_driver *rt_driver(const struct rt *rt, const char *name);
 
 /* Start a sandbox: mounts, namespaces, cgroups, then sandbox-init as PID 1.
  * Returns once its agent accepts connections. Safe to call again on a
- * stopped sandbox (same files); -EBUSY while it still runs. ret_pid: host
- * pid of sandbox-init. On failure nothing of this start is left running,
- * except after -ETIMEDOUT (30 s): then rt_stop() it to be sure.
+ * stopped sandbox (same files); -EBUSY while it still runs. ret_pid: see
+ * struct rt_driver.start. On failure nothing of this start is left
+ * running, except after -ETIMEDOUT (30 s): then rt_stop() it to be sure.
  * spec->dir and spec->rootfs must be absolute; uid_base must not be 0, and
  * each sandbox should get its own range (RLIMIT_NPROC counts per host uid).
  * -ENOTSUP: no such driver, or it cannot give what the spec asks for. */
 int rt_start(struct rt *rt, const struct rt_spec *spec, pid_t *ret_pid, struct sbx_error *err);
 
-/* Set the hostname of a running sandbox (its sandbox-init's host pid);
+/* Set the hostname of a running sandbox (init_pid: what rt_start gave);
  * -ENOTSUP when its driver cannot. */
 int rt_set_hostname(struct rt *rt, const struct rt_spec *spec, pid_t init_pid, const char *name,
                     struct sbx_error *err);
@@ -189,7 +247,8 @@ int rt_stop(struct rt *rt, const struct rt_spec *spec, struct sbx_error *err);
  * (upper layer and all), never following a symlink or crossing a mount. */
 int rt_destroy(struct rt *rt, const struct rt_spec *spec, struct sbx_error *err);
 
-/* Whether any process of the sandbox is alive. */
+/* Whether any process of the sandbox may be alive (true for a sandbox of
+ * a driver this daemon lacks: it cannot be known dead). */
 bool rt_is_alive(struct rt *rt, const struct rt_spec *spec);
 /* Whether any sandbox of this instance is, under any driver (true when it
  * cannot tell). */
@@ -199,6 +258,12 @@ bool rt_any_alive(struct rt *rt);
 int rt_dial(struct rt *rt, const struct rt_spec *spec, int *ret_fd, struct sbx_error *err);
 /* The driver's host-side root handle; -ENOTSUP when it has none. */
 int rt_root(struct rt *rt, const struct rt_spec *spec, int *ret_fd, struct sbx_error *err);
+/* Checkpoint / restore (see struct rt_driver); -ENOTSUP when the driver
+ * cannot. */
+int rt_checkpoint(struct rt *rt, const struct rt_spec *spec, const char *dir, uint32_t flags,
+                  struct sbx_error *err);
+int rt_restore(struct rt *rt, const struct rt_spec *spec, const char *dir, pid_t *ret_pid,
+               struct sbx_error *err);
 /* RT_CAP_* of the spec's driver; 0 when there is no such driver. */
 uint32_t rt_caps(const struct rt *rt, const struct rt_spec *spec);
 

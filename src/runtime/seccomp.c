@@ -10,7 +10,7 @@
  *
  * It is compiled once in the daemon (libseccomp) and loaded as raw BPF by
  * each sandbox's PID 1 right before it execs sandbox-init. */
-#include "ns.h"
+#include "seccomp.h"
 
 #include <fcntl.h>
 #include <linux/seccomp.h>
@@ -128,7 +128,7 @@ static int build_allow(scmp_filter_ctx ctx)
         static const unsigned long personas[] = {0x0, 0x8, 0x20000, 0x20008, 0xffffffff};
         for (size_t i = 0; i < ARRAY_SIZE(personas); i++)
                 if ((r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 1,
-                                          SCMP_A0(SCMP_CMP_EQ, personas[i]))) < 0)
+                                          SCMP_A0(SCMP_CMP_EQ, personas[i], 0))) < 0)
                         return r;
         return 0;
 }
@@ -145,7 +145,7 @@ static int build_deny_netlink(scmp_filter_ctx ctx)
          * also lands here, so nothing slips through by truncation. */
         int r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 2,
                                  SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffUL, nl),
-                                 SCMP_A2(SCMP_CMP_GT, NETLINK_SOCK_DIAG));
+                                 SCMP_A2(SCMP_CMP_GT, NETLINK_SOCK_DIAG, 0));
         if (r < 0)
                 return r;
         /* 1 (unused), 2 (NETLINK_USERSOCK), 3 (NETLINK_FIREWALL). */

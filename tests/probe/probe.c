@@ -258,7 +258,8 @@ static void check_proc_exe(void)
                 if (!is_pid_name(de->d_name) || atoi(de->d_name) == getpid())
                         continue;
                 char p[64];
-                snprintf(p, sizeof(p), "/proc/%s/exe", de->d_name);
+                if (snprintf(p, sizeof(p), "/proc/%s/exe", de->d_name) >= (int)sizeof(p))
+                        continue;
                 tried++;
                 int fd = open(p, O_WRONLY | O_CLOEXEC);
                 if (fd < 0) {
@@ -299,7 +300,8 @@ static void check_fd_leak(void)
                         continue;
                 listed++;
                 char p[64], l[256];
-                snprintf(p, sizeof(p), "/proc/1/fd/%s", de->d_name);
+                if (snprintf(p, sizeof(p), "/proc/1/fd/%s", de->d_name) >= (int)sizeof(p))
+                        continue;
                 ssize_t n = readlink(p, l, sizeof(l) - 1);
                 if (n >= 0) {
                         l[n] = '\0';
@@ -911,7 +913,9 @@ static void check_env_canary(void)
                         if (!is_pid_name(de->d_name))
                                 continue;
                         char p[64];
-                        snprintf(p, sizeof(p), "/proc/%s/environ", de->d_name);
+                        if (snprintf(p, sizeof(p), "/proc/%s/environ", de->d_name) >=
+                            (int)sizeof(p))
+                                continue;
                         if (file_has(p, c))
                                 reach("canary in %s", p);
                 }

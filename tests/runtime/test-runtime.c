@@ -19,11 +19,11 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../src/common/fdpass.h"
 #include "../../src/common/util.h"
 #include "../../src/runtime/runtime.h"
 
@@ -51,7 +51,10 @@ static uint64_t next_id;
 
 static void sandbox_dir(const char *name, char *out, size_t len)
 {
-        snprintf(out, len, "%s/%s", tmpdir, name);
+        if (path_join(out, len, tmpdir, name) < 0) {
+                fprintf(stderr, "sandbox dir %s/%s: path too long\n", tmpdir, name);
+                exit(1);
+        }
         mkdir(out, 0700);
 }
 
@@ -68,12 +71,11 @@ static struct rt_spec make_spec(const char *dir, const char *rootfs, const char 
         };
 }
 
+/* Through the daemon's own dialler: a dir of any length. */
 static bool agent_answers(const char *dir)
 {
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/agent.sock", dir);
-        bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+        int fd = -1;
+        bool ok = unix_connect_in(dir, "agent.sock", 1000, &fd, NULL) == 0;
         if (fd >= 0)
                 close(fd);
         return ok;
@@ -168,15 +170,11 @@ static void cg_file(const char *hier, uint64_t id, const char *file, char *out, 
                  file ? "/" : "", file ? file : "");
 }
 
+/* read_small_at(), with out "" when the file cannot be read. */
 static bool read_small(const char *path, char *out, size_t len)
 {
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return false;
-        ssize_t n = read(fd, out, len - 1);
-        close(fd);
-        out[n > 0 ? n : 0] = '\0';
-        return n >= 0;
+        out[0] = '\0';
+        return read_small_at(AT_FDCWD, path, out, len) >= 0;
 }
 
 /* fd 0-2 are /dev/null, fd 3 the listener; no fd is a directory or a
@@ -529,6 +527,108 @@ static void test_images(char *rootfs, size_t len)
         CHECK(r == 0, "tiny rootfs at %s", rootfs);
 }
 
+/* ---- the driver table (driver.c), with a fake driver ---- */
+
+static int fake_calls;
+
+static int fake_open(const struct rt_config *cfg, void **ret, struct sbx_error *err)
+{
+        *ret = &fake_calls;
+        return 0;
+}
+
+static void fake_close(void *state)
+{
+}
+
+static int fake_op(void *state, const struct rt_spec *spec, struct sbx_error *err)
+{
+        (*(int *)state)++;
+        return 0;
+}
+
+static int fake_start(void *state, const struct rt_spec *spec, pid_t *ret_pid,
+                      struct sbx_error *err)
+{
+        *ret_pid = 4242;
+        return fake_op(state, spec, err);
+}
+
+static bool fake_alive(void *state, const struct rt_spec *spec)
+{
+        return false;
+}
+
+static bool fake_any_alive(void *state)
+{
+        return false;
+}
+
+static int fake_dial(void *state, const struct rt_spec *spec, int *ret_fd, struct sbx_error *err)
+{
+        return sbx_error_set(err, ECONNREFUSED, "fake");
+}
+
+static const struct rt_driver fake = {
+    .name = "fake",
+    .open = fake_open,
+    .close = fake_close,
+    .start = fake_start,
+    .freeze = fake_op,
+    .thaw = fake_op,
+    .stop = fake_op,
+    .destroy = fake_op,
+    .is_alive = fake_alive,
+    .any_alive = fake_any_alive,
+    .dial = fake_dial,
+};
+
+static void test_driver_table(void)
+{
+        struct sbx_error err = {0};
+        struct rt *rt = NULL;
+        const struct rt_driver *one[] = {&fake};
+        struct rt_config cfg = {.drivers = one, .n_drivers = 1};
+        int r = rt_open(&cfg, &rt, &err);
+        CHECK(r == 0 && rt_driver(rt, NULL) == &fake, "rt_open with a fake driver %s", err.msg);
+        if (r < 0)
+                return;
+        struct rt_spec spec = {.id = 1, .dir = "/nonexistent", .rootfs = "/", .hostname = "f"};
+        pid_t pid = 0;
+        r = rt_start(rt, &spec, &pid, &err);
+        CHECK(r == 0 && pid == 4242 && fake_calls == 1, "rt_start reaches the default driver");
+        CHECK(rt_freeze(rt, &spec, &err) == 0 && rt_thaw(rt, &spec, &err) == 0 &&
+                  rt_stop(rt, &spec, &err) == 0 && rt_destroy(rt, &spec, &err) == 0 &&
+                  fake_calls == 5,
+              "freeze, thaw, stop, destroy reach it");
+        CHECK(!rt_is_alive(rt, &spec) && !rt_any_alive(rt), "is_alive, any_alive reach it");
+        int fd = -1;
+        CHECK(rt_dial(rt, &spec, &fd, &err) == -ECONNREFUSED, "dial reaches it");
+        CHECK(rt_root(rt, &spec, &fd, &err) == -ENOTSUP &&
+                  rt_set_hostname(rt, &spec, pid, "x", &err) == -ENOTSUP &&
+                  rt_checkpoint(rt, &spec, "/nonexistent", 0, &err) == -ENOTSUP &&
+                  rt_restore(rt, &spec, "/nonexistent", &pid, &err) == -ENOTSUP,
+              "optional operations it lacks are ENOTSUP (%s)", err.msg);
+        spec.driver = "gvisor";
+        CHECK(rt_start(rt, &spec, &pid, &err) == -ENOTSUP && rt_caps(rt, &spec) == 0,
+              "an unknown driver: ENOTSUP (%s)", err.msg);
+        CHECK(rt_is_alive(rt, &spec), "a sandbox of an unknown driver cannot be known dead");
+        rt_close(rt);
+
+        struct rt_driver bad = fake;
+        bad.caps = RT_CAP_CHECKPOINT;
+        const struct rt_driver *badv[] = {&bad};
+        cfg.drivers = badv;
+        CHECK(rt_open(&cfg, &rt, &err) == -EINVAL, "a capability without its operation refused");
+        bad = fake;
+        bad.dial = NULL;
+        CHECK(rt_open(&cfg, &rt, &err) == -EINVAL, "a driver without dial refused");
+        const struct rt_driver *twice[] = {&fake, &fake};
+        cfg.drivers = twice;
+        cfg.n_drivers = 2;
+        CHECK(rt_open(&cfg, &rt, &err) == -EEXIST, "two drivers of one name refused");
+}
+
 int main(int argc, char **argv)
 {
         const char *init = argc > 1 ? argv[1] : getenv("SANDBOX_INIT");
@@ -537,6 +637,7 @@ int main(int argc, char **argv)
                 return 77;
         }
         setvbuf(stdout, NULL, _IOLBF, 0);
+        test_driver_table();
         const char *t = getenv("TMPDIR");
         snprintf(tmpdir, sizeof(tmpdir), "%s/rt-test-XXXXXX", t ? t : "/tmp");
         if (!mkdtemp(tmpdir))
@@ -554,6 +655,14 @@ int main(int argc, char **argv)
         int r = rt_open(&cfg, &rt, &err);
         CHECK(r == 0, "rt_open %s", err.msg);
         if (r == 0) {
+                struct rt_spec ns = {.driver = "ns"};
+                int fd;
+                CHECK(rt_caps(rt, &ns) ==
+                          (RT_CAP_NAT | RT_CAP_DISK_LIMIT | RT_CAP_HOSTNAME | RT_CAP_AGENT_ROOT),
+                      "ns: NAT, disk limit, rename, root from the agent");
+                CHECK(rt_root(rt, &ns, &fd, &err) == -ENOTSUP &&
+                          rt_checkpoint(rt, &ns, tmpdir, 0, &err) == -ENOTSUP,
+                      "ns: no host-side root handle, no checkpoint");
                 test_lifecycle(rt, rootfs);
                 test_hostile(rt, rootfs);
                 test_timing(rt, rootfs);

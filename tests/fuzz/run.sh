@@ -5,11 +5,12 @@
 #   jwt    the identity-token and credential parsers, base64url
 #   agent  the daemon's decoding of what a sandbox's agent answers
 #   path   the file endpoints' path normalizer and splitter
+#   init   sandbox-init's decoding of a request
 # The corpus starts from the seeds below and grows in a temporary
 # directory; crash inputs are written to the current directory.
 set -eu
 
-targets="jwt agent path"
+targets="jwt agent path init"
 secs=${1:-30}
 target=${2:-jwt}
 usage() { echo "usage: $0 [seconds] [$(echo $targets | tr ' ' '|')]" >&2; exit 2; }
@@ -54,6 +55,13 @@ path)
         printf '/workspace//x/./y/' >"$c/slashes"
         printf '/%s' "$(printf 'd/%.0s' $(seq 1 40))" >"$c/deep"
         max_len=4200
+        ;;
+init)
+        # An exec request's payload: ARGV "sh", ARGV "-c", ARGV "echo hi",
+        # ENV "A=1", CWD "tmp" (tag u16, length u32, value; proto.h).
+        printf '\001\000\002\000\000\000sh\001\000\002\000\000\000-c\001\000\007\000\000\000echo hi\003\000\003\000\000\000A=1\002\000\003\000\000\000tmp' \
+                >"$c/exec"
+        max_len=65536
         ;;
 esac
 "$build/tests/fuzz/fuzz-$target" -max_total_time="$secs" -max_len="$max_len" -timeout=10 \

@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: MIT */
+/* See request.h. */
+#include "request.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "init.h"
+
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+void req_free(struct req *rq)
+{
+        for (size_t i = 0; i < rq->argc; i++)
+                free(rq->argv[i]);
+        free(rq->argv);
+        for (size_t i = 0; i < rq->envc; i++)
+                free(rq->env[i]);
+        free(rq->env);
+        free(rq->cwd);
+        free(rq->proc_id);
+}
+
+int req_invalid(struct req *rq, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(rq->msg, sizeof(rq->msg), fmt, ap);
+        va_end(ap);
+        return -EINVAL;
+}
+
+/* A string field: -EPROTO never (a NUL inside is a bad value, not a bad
+ * frame), -EINVAL with a message, -ENOMEM. */
+static int req_str(struct req *rq, const struct agent_field *f, const char *what, char **ret)
+{
+        int r = agent_field_str(f, ret);
+        if (r == -EPROTO)
+                return req_invalid(rq, "%s contains a NUL byte", what);
+        return r;
+}
+
+static int req_push(struct req *rq, const struct agent_field *f, char ***list, size_t *n,
+                    size_t max, const char *what)
+{
+        if (*n >= max)
+                return req_invalid(rq, "too many %s entries (at most %zu)", what, max);
+        if (*n == 0 || (*n >= 8 && (*n & (*n - 1)) == 0)) { /* 8, 16, 32, ... */
+                size_t ncap = *n ? *n * 2 : 8;
+                char **nl = realloc(*list, (ncap + 1) * sizeof(char *));
+                if (!nl)
+                        return -ENOMEM;
+                *list = nl;
+        }
+        char *s;
+        int r = req_str(rq, f, what, &s);
+        if (r < 0)
+                return r;
+        (*list)[(*n)++] = s;
+        (*list)[*n] = NULL;
+        return 0;
+}
+
+static int req_field(struct req *rq, const struct agent_field *f)
+{
+        switch (f->tag) {
+        case AGENT_T_ARGV:
+                rq->argv_bytes += f->len + 1;
+                if (rq->argv_bytes > INIT_ARGV_MAX_BYTES)
+                        return req_invalid(rq, "command is longer than %u bytes",
+                                           INIT_ARGV_MAX_BYTES);
+                return req_push(rq, f, &rq->argv, &rq->argc, AGENT_MAX_ARGV, "argv");
+        case AGENT_T_ENV:
+                return req_push(rq, f, &rq->env, &rq->envc, AGENT_MAX_ENV, "env");
+        case AGENT_T_CWD:
+                free(rq->cwd);
+                rq->cwd = NULL;
+                return req_str(rq, f, "cwd", &rq->cwd);
+        case AGENT_T_PROC_ID:
+                free(rq->proc_id);
+                rq->proc_id = NULL;
+                return req_str(rq, f, "process id", &rq->proc_id);
+        case AGENT_T_TIMEOUT_MS:
+                return agent_field_u64(f, &rq->timeout_ms);
+        case AGENT_T_MAX_OUTPUT:
+                return agent_field_u64(f, &rq->max_output);
+        case AGENT_T_STDIN:
+                return agent_field_bool(f, &rq->stdin_pipe);
+        case AGENT_T_STDOUT_FROM:
+                return agent_field_u64(f, &rq->from[0]);
+        case AGENT_T_STDERR_FROM:
+                return agent_field_u64(f, &rq->from[1]);
+        case AGENT_T_WAIT_MS:
+                return agent_field_u64(f, &rq->wait_ms);
+        case AGENT_T_SIGNAL:
+                rq->has_signal = true;
+                return agent_field_u64(f, &rq->signal);
+        case AGENT_T_DATA:
+                rq->data = f->data;
+                rq->data_len = f->len;
+                return 0;
+        case AGENT_T_CLOSE:
+                return agent_field_bool(f, &rq->close);
+        default:
+                return 0; /* unknown tags are skipped */
+        }
+}
+
+/* 0, -EPROTO (malformed: close the connection), -EINVAL (rq->msg), -ENOMEM. */
+static int req_field_fn(void *ctx, const struct agent_field *f)
+{
+        int r = req_field(ctx, f);
+        return r > 0 ? 0 : r;
+}
+
+int req_parse(const uint8_t *payload, uint32_t len, struct req *rq)
+{
+        return agent_walk(payload, len, req_field_fn, rq);
+}
+
+static bool env_same_key(const char *a, const char *b)
+{
+        const char *ea = strchr(a, '=');
+        const char *eb = strchr(b, '=');
+        return ea && eb && ea - a == eb - b && memcmp(a, b, (size_t)(ea - a)) == 0;
+}
+
+/* Defaults overridden by the request's "K=V" entries. */
+int req_env(struct req *rq, char ***ret)
+{
+        char host[HOST_NAME_MAX + 1] = "";
+        char hostvar[sizeof(host) + 16];
+        const char *defaults[] = {"PATH=" DEFAULT_PATH, "HOME=/root", "LANG=C.UTF-8", hostvar};
+        size_t n = 0;
+
+        if (gethostname(host, sizeof(host)) < 0)
+                host[0] = '\0';
+        host[sizeof(host) - 1] = '\0';
+        snprintf(hostvar, sizeof(hostvar), "HOSTNAME=%s", host);
+
+        /* Borrowed strings: the request owns the overrides. */
+        const char **env = calloc(ARRAY_SIZE(defaults) + rq->envc + 1, sizeof(char *));
+        if (!env)
+                return -ENOMEM;
+        for (size_t i = 0; i < ARRAY_SIZE(defaults); i++)
+                env[n++] = defaults[i];
+        for (size_t i = 0; i < rq->envc; i++) {
+                const char *e = rq->env[i];
+                const char *eq = strchr(e, '=');
+                if (!eq || eq == e) {
+                        free(env);
+                        return req_invalid(rq, "env entry %zu is not KEY=VALUE", i);
+                }
+                size_t j = 0;
+                while (j < n && !env_same_key(env[j], e))
+                        j++;
+                env[j] = e;
+                if (j == n)
+                        n++;
+        }
+        /* hostvar lives on this stack frame: copy everything out. */
+        char **out = calloc(n + 1, sizeof(char *));
+        if (!out) {
+                free(env);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+                out[i] = strdup(env[i]);
+                if (!out[i]) {
+                        for (size_t k = 0; k < i; k++)
+                                free(out[k]);
+                        free(out);
+                        free(env);
+                        return -ENOMEM;
+                }
+        }
+        free(env);
+        *ret = out;
+        return 0;
+}
+
+void req_env_free(char **env)
+{
+        if (!env)
+                return;
+        for (size_t i = 0; env[i]; i++)
+                free(env[i]);
+        free(env);
+}
+
+int req_cwd(struct req *rq, char **ret)
+{
+        const char *cwd = rq->cwd && rq->cwd[0] ? rq->cwd : INIT_CWD_DEFAULT;
+        char *out;
+
+        if (strlen(cwd) >= PATH_MAX - sizeof(INIT_CWD_DEFAULT))
+                return req_invalid(rq, "cwd is too long");
+        if (cwd[0] == '/')
+                out = strdup(cwd);
+        else if (asprintf(&out, "%s/%s", INIT_CWD_DEFAULT, cwd) < 0)
+                out = NULL;
+        if (!out)
+                return -ENOMEM;
+        *ret = out;
+        return 0;
+}
+

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The HTTP API: server (http.c), routes and handlers (routes.c), the
- * one place where errors become JSON error bodies (api_error). */
+ * response bodies (respond.c). */
 #pragma once
 
 #include <microhttpd.h>
@@ -15,6 +15,7 @@
 #include "conns.h"
 #include "keys.h"
 #include "ratelimit.h"
+#include "respond.h"
 
 struct api_config {
         const char *listen;          /* ADDR:PORT */
@@ -71,15 +72,6 @@ struct api_req {
         bool bad_uri;                /* the raw URI holds %00 */
 };
 
-struct api_resp {
-        unsigned status;
-        const char *content_type;
-        struct buf body;             /* JSON or raw bytes */
-        int body_fd;                 /* >= 0: send this file instead (owned) */
-        uint64_t body_fd_len;
-        char retry_after[16];        /* Retry-After header when set */
-};
-
 int api_start(struct api *a, struct sbx_error *err);
 /* Stop taking connections, answer 503 to new requests on open ones, and
  * wait up to grace_ms for the requests in flight (an exec, a long poll)
@@ -99,17 +91,8 @@ void api_route(struct api *a, struct api_req *req, struct api_resp *resp);
 struct sandbox *api_enter_data_plane(struct api *a, struct api_req *req, const char *name,
                                      struct api_resp *resp);
 
-/* Set resp to the API's error body {"error":{"code","message"}}. */
-void api_error(struct api_resp *resp, unsigned status, const char *code, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
 /* Map a -errno from manager/runtime/agent to status + code, message from err. */
 void api_error_errno(struct api_resp *resp, int r, const struct sbx_error *err);
-/* Serialize j (stolen) as the response body with status. */
-void api_json(struct api_resp *resp, unsigned status, json_t *j);
-/* Like api_json, with two byte strings added to the object head as JSON
- * strings (invalid UTF-8 as U+FFFD), written without intermediate copies. */
-void api_json_text(struct api_resp *resp, unsigned status, json_t *head, const char *k1,
-                   const void *d1, size_t l1, const char *k2, const void *d2, size_t l2);
 /* Query parameter, or NULL. */
 const char *api_query(struct api_req *req, const char *key);
 /* The same with its length (a value may hold a NUL; the URI is refused
@@ -117,6 +100,3 @@ const char *api_query(struct api_req *req, const char *key);
 const char *api_query_n(struct api_req *req, const char *key, size_t *ret_len);
 const char *api_header(struct api_req *req, const char *key);
 
-/* Replace invalid UTF-8 in bytes with U+FFFD; returns a malloc'd string
- * (ret_len without the NUL). */
-char *utf8_sanitize(const uint8_t *data, size_t len, size_t *ret_len);

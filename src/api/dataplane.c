@@ -17,13 +17,6 @@
 /* How long a stdin write waits for the process to take its bytes. */
 #define STDIN_TIMEOUT_MS 10000
 
-static void no_content(struct api_resp *resp)
-{
-        resp->status = 204;
-        resp->content_type = NULL;
-        resp->body.len = 0;
-}
-
 static json_t *parse_body(struct api_req *req, struct api_resp *resp)
 {
         json_error_t jerr;
@@ -382,7 +375,7 @@ static void handle_signal(struct api *a, struct api_req *req, struct sandbox *sb
         if (r < 0)
                 agent_failure(sb, r, &err, resp);
         else
-                no_content(resp);
+                api_no_content(resp);
 }
 
 static void handle_kill(struct api *a, struct sandbox *sb, const char *id, struct api_resp *resp)
@@ -394,7 +387,7 @@ static void handle_kill(struct api *a, struct sandbox *sb, const char *id, struc
         if (r < 0)
                 agent_failure(sb, r, &err, resp);
         else
-                no_content(resp);
+                api_no_content(resp);
 }
 
 static void handle_stdin(struct api *a, struct api_req *req, struct sandbox *sb, const char *id,
@@ -425,7 +418,7 @@ static void handle_stdin(struct api *a, struct api_req *req, struct sandbox *sb,
         if (r < 0)
                 agent_failure(sb, r, &err, resp);
         else
-                no_content(resp);
+                api_no_content(resp);
 }
 
 static bool proc_id_ok(const char *id)

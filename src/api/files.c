@@ -425,13 +425,10 @@ void files_upload_finish(struct api *a, struct files_upload *u, struct api_resp 
         }
         if (r == 0 && fsync(u->dirfd) < 0)
                 r = -errno;
-        if (r < 0) {
+        if (r < 0)
                 fs_error(resp, r, "cannot write", u->base);
-        } else {
-                resp->status = 204;
-                resp->content_type = NULL;
-                resp->body.len = 0;
-        }
+        else
+                api_no_content(resp);
         files_upload_abort(a, u);
 }
 

@@ -185,13 +185,6 @@ static void handle_list(struct api *a, const struct mgr_caller *c, struct api_re
         api_json(resp, 200, json_pack("{s:o}", "sandboxes", arr));
 }
 
-static void no_content(struct api_resp *resp)
-{
-        resp->status = 204;
-        resp->content_type = NULL;
-        resp->body.len = 0;
-}
-
 /* /v1/sandboxes[/{name}[/attach|/stop]] */
 static void control_plane(struct api *a, struct api_req *req, const char *name, const char *verb,
                           struct api_resp *resp)
@@ -233,7 +226,7 @@ static void control_plane(struct api *a, struct api_req *req, const char *name, 
                 if (r < 0)
                         api_error_errno(resp, r, &err);
                 else
-                        no_content(resp);
+                        api_no_content(resp);
         } else if (verb && !strcmp(verb, "attach") && !strcmp(m, "POST")) {
                 handle_attach(a, req, &c, name, resp);
         } else if (verb && !strcmp(verb, "stop") && !strcmp(m, "POST")) {
@@ -241,7 +234,7 @@ static void control_plane(struct api *a, struct api_req *req, const char *name, 
                 if (r < 0)
                         api_error_errno(resp, r, &err);
                 else
-                        no_content(resp);
+                        api_no_content(resp);
         } else {
                 api_error(resp, 405, "invalid_argument", "method %s not allowed here", m);
         }

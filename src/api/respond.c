@@ -36,10 +36,13 @@ void api_json(struct api_resp *resp, unsigned status, json_t *j)
         char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         if (!s || buf_append(&resp->body, s, strlen(s)) < 0) {
+                /* The bytes of the literal, not its NUL: a JSON body ends at
+                 * its closing brace. */
+                static const char oom[] =
+                        "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
                 resp->status = 500;
                 resp->body.len = 0;
-                buf_append(&resp->body,
-                           "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}", 56);
+                buf_append(&resp->body, oom, sizeof(oom) - 1);
         }
         free(s);
 }

@@ -13,6 +13,7 @@
 #include "../common/util.h"
 #include "../manager/manager.h"
 #include "conns.h"
+#include "errors.h"
 #include "keys.h"
 #include "ratelimit.h"
 #include "respond.h"
@@ -91,8 +92,6 @@ void api_route(struct api *a, struct api_req *req, struct api_resp *resp);
 struct sandbox *api_enter_data_plane(struct api *a, struct api_req *req, const char *name,
                                      struct api_resp *resp);
 
-/* Map a -errno from manager/runtime/agent to status + code, message from err. */
-void api_error_errno(struct api_resp *resp, int r, const struct sbx_error *err);
 /* Query parameter, or NULL. */
 const char *api_query(struct api_req *req, const char *key);
 /* The same with its length (a value may hold a NUL; the URI is refused

@@ -140,28 +140,19 @@ static json_t *text_json(const uint8_t *data, size_t len)
         return j;
 }
 
-/* An agent call failed: map agent errors, or a lost sandbox. */
+/* An agent call failed: the agent's error, or a sandbox lost meanwhile. */
 static void agent_failure(struct sandbox *sb, int r, const struct sbx_error *err,
                           struct api_resp *resp)
 {
         if (mgr_sandbox_gone(sb)) {
-                api_error(resp, 404, "sandbox_not_found", "the sandbox was deleted while the call ran");
+                struct sbx_error gone = { 0 };
+                sbx_error_say(&gone, ENOENT, "the sandbox was deleted while the call ran");
+                api_error_errno(resp, API_ERR_GONE, r, &gone);
                 return;
         }
-        switch (r) {
-        case -ENOENT:
-                /* The agent's one "missing" is a process id. */
-                api_error(resp, 404, "process_not_found", "%s", err->msg);
-                return;
-        case -EINVAL:
-        case -EDQUOT:
-        case -EBUSY:
-                api_error_errno(resp, r, err);
-                return;
-        default:
+        if (api_errno_lookup(API_ERR_AGENT, r)->status >= 500)
                 log_error("agent call failed: %s", err->msg);
-                api_error(resp, 502, "bring_up_failed", "sandbox agent: %s", err->msg);
-        }
+        api_error_errno(resp, API_ERR_AGENT, r, err);
 }
 
 /* Connecting failed because nothing listens any more: the agent died (it
@@ -408,11 +399,8 @@ static void handle_stdin(struct api *a, struct api_req *req, struct sandbox *sb,
         int r = agent_stdin(mgr_agent(sb), id, req->body.data, req->body.len, close_it,
                             STDIN_TIMEOUT_MS, &written, &err);
         if (r == -ETIME) {
-                /* The first `written` bytes reached the process, the rest was
-                 * dropped: the client can resume from there. */
-                api_json(resp, 408,
-                         json_pack("{s:{s:s,s:s,s:I}}", "error", "code", "timeout", "message",
-                                   err.msg, "written", (json_int_t)written));
+                api_error_errno_with(resp, API_ERR_STDIN, r, &err,
+                                     json_pack("{s:I}", "written", (json_int_t)written));
                 return;
         }
         if (r < 0)

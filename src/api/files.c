@@ -36,69 +36,8 @@ static int get_root(struct api *a, struct sandbox *sb, int *ret, struct api_resp
         struct sbx_error err = { 0 };
         int r = mgr_root(a->mgr, sb, ret, &err);
         if (r < 0)
-                api_error_errno(resp, mgr_sandbox_gone(sb) ? -ENOENT : -EHOSTDOWN, &err);
+                api_error_errno(resp, mgr_sandbox_gone(sb) ? API_ERR_GONE : API_ERR_ROOT, r, &err);
         return r;
-}
-
-/* A read or a listing that failed: always 404, as the documented client
- * says of anything it cannot read, with a message saying why. */
-static void read_error(struct api_resp *resp, int r, const char *what, const char *path)
-{
-        const char *why = r == -ENOENT    ? "no such file or directory"
-                          : r == -EISDIR  ? "is a directory"
-                          : r == -ENOTDIR ? "not a directory"
-                          : r == -EPERM   ? "not one of the sandbox's own files"
-                          : r == -EACCES  ? "the sandbox's own permissions forbid it"
-                          : r == -ELOOP   ? "too many symbolic links"
-                                          : "not a regular file or directory";
-        api_error(resp, 404, "file_not_found", "%s %s: %s", what, path, why);
-}
-
-/* What a failed file operation answers. The message names the path and
- * what is wrong, never an errno string a client cannot act on. */
-static void fs_error(struct api_resp *resp, int r, const char *what, const char *path)
-{
-        switch (-r) {
-        case ENOSPC:
-        case EDQUOT:
-                api_error(resp, 402, "cap_reached", "%s %s: the sandbox's disk is full", what, path);
-                break;
-        case E2BIG:
-        case EFBIG:
-                api_error(resp, 413, "too_large", "%s %s: over the file size cap", what, path);
-                break;
-        case ENOENT:
-                api_error(resp, 404, "file_not_found", "%s %s: no such file or directory", what,
-                          path);
-                break;
-        case ENOTDIR:
-                api_error(resp, 404, "file_not_found", "%s %s: a component of the path is not a directory",
-                          what, path);
-                break;
-        case EISDIR:
-                api_error(resp, 400, "invalid_argument", "%s %s: is a directory", what, path);
-                break;
-        case ENAMETOOLONG:
-                api_error(resp, 400, "invalid_argument",
-                          "%s %s: a name in the path is over %d bytes, or the path over %d", what,
-                          path, NAME_MAX, INROOT_PATH_MAX - 1);
-                break;
-        case EACCES:
-        case EPERM:
-        case EROFS:
-                api_error(resp, 403, "permission_denied",
-                          "%s %s: the sandbox's own permissions forbid it", what, path);
-                break;
-        case EBUSY:
-                api_error(resp, 403, "permission_denied",
-                          "%s %s: a file sandboxd provides read-only inside the sandbox", what, path);
-                break;
-        case ELOOP:
-                api_error(resp, 400, "invalid_argument", "%s %s: too many symbolic links", what, path);
-                break;
-        default:
-                api_error(resp, 400, "invalid_argument", "%s %s: %s", what, path, strerror(-r));
-        }
 }
 
 /* The path query parameter, normalized (relative to /workspace, no "//"
@@ -118,14 +57,8 @@ static bool path_arg(struct api_req *req, struct api_resp *resp, bool allow_defa
                 return false;
         }
         int r = inroot_normalize(p, out, INROOT_PATH_MAX);
-        if (r == -ENAMETOOLONG) {
-                api_error(resp, 400, "invalid_argument",
-                          "path: a file or directory name is at most %d bytes, a path at most %d",
-                          NAME_MAX, INROOT_PATH_MAX - 1 - 11);
-                return false;
-        }
         if (r < 0) {
-                api_error(resp, 400, "invalid_argument", "path: not a usable path");
+                api_error_path(resp, API_ERR_PATH, r, "path", NULL);
                 return false;
         }
         return true;
@@ -162,7 +95,7 @@ static void handle_read(struct api *a, struct api_req *req, struct sandbox *sb,
                 fd = -1;
         }
         if (fd < 0) {
-                read_error(resp, r, "cannot read", path);
+                api_error_path(resp, API_ERR_FILE_READ, r, "cannot read", path);
                 return;
         }
         resp->status = 200;
@@ -220,7 +153,7 @@ static void handle_list(struct api *a, struct api_req *req, struct sandbox *sb,
         inroot_unbecome();
         if (fd < 0) {
                 json_decref(arr);
-                read_error(resp, fd, "cannot list", path);
+                api_error_path(resp, API_ERR_FILE_READ, fd, "cannot list", path);
                 return;
         }
         if (too_many) {
@@ -379,7 +312,7 @@ bool files_upload_begin(struct api *a, struct api_req *req, struct api_resp *res
                 return true;
         }
         if ((r = upload_open(a, u, root, dir)) < 0) {
-                fs_error(resp, r, "cannot write", path);
+                api_error_path(resp, API_ERR_FILE_WRITE, r, "cannot write", path);
                 files_upload_abort(a, u);
                 return true;
         }
@@ -426,7 +359,7 @@ void files_upload_finish(struct api *a, struct files_upload *u, struct api_resp 
         if (r == 0 && fsync(u->dirfd) < 0)
                 r = -errno;
         if (r < 0)
-                fs_error(resp, r, "cannot write", u->base);
+                api_error_path(resp, API_ERR_FILE_WRITE, r, "cannot write", u->base);
         else
                 api_no_content(resp);
         files_upload_abort(a, u);

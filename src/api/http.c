@@ -14,48 +14,6 @@
 #include "../common/log.h"
 #include "files.h"
 
-void api_error_errno(struct api_resp *resp, int r, const struct sbx_error *err)
-{
-        const char *msg = err && err->msg[0] ? err->msg : strerror(-r);
-        switch (-r) {
-        case EINVAL:
-                api_error(resp, 400, "invalid_argument", "%s", msg);
-                break;
-        case EACCES:
-                api_error(resp, 401, "unauthenticated", "%s", msg);
-                break;
-        case EDQUOT:
-                api_error(resp, 402, "cap_reached", "%s", msg);
-                break;
-        case ENOENT:
-                /* The manager's only "missing" is a sandbox; files and
-                 * processes answer their own codes. */
-                api_error(resp, 404, "sandbox_not_found", "%s", msg);
-                break;
-        case EPERM:
-                api_error(resp, 409, "not_enabled", "%s", msg);
-                break;
-        case EBUSY:
-                api_error(resp, 409, "invalid_state", "%s", msg);
-                break;
-        case ENOTSUP:
-                api_error(resp, 409, "unsupported_class", "%s", msg);
-                break;
-        case E2BIG:
-                api_error(resp, 413, "too_large", "%s", msg);
-                break;
-        case EHOSTDOWN:
-                api_error(resp, 502, "bring_up_failed", "%s", msg);
-                break;
-        case EAGAIN:
-                api_error(resp, 503, "unavailable", "%s", msg);
-                break;
-        default:
-                api_error(resp, 500, "internal", "%s", msg);
-                break;
-        }
-}
-
 const char *api_query(struct api_req *req, const char *key)
 {
         return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);

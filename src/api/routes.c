@@ -144,7 +144,7 @@ static void handle_attach(struct api *a, struct api_req *req, const struct mgr_c
         if (r < 0) {
                 if (r == -EHOSTDOWN)
                         log_error("attach %s/%s: %s", c->deployment, name, err.msg);
-                api_error_errno(resp, r, &err);
+                api_error_errno(resp, API_ERR_CONTROL, r, &err);
                 return;
         }
         int64_t exp = now_ms() + a->cfg.credential_ttl_ms;
@@ -175,7 +175,7 @@ static void handle_list(struct api *a, const struct mgr_caller *c, struct api_re
         struct sbx_error err = { 0 };
         int r = mgr_list(a->mgr, c, &v, &n, &err);
         if (r < 0) {
-                api_error_errno(resp, r, &err);
+                api_error_errno(resp, API_ERR_CONTROL, r, &err);
                 return;
         }
         json_t *arr = json_array();
@@ -198,7 +198,7 @@ static void control_plane(struct api *a, struct api_req *req, const char *name, 
          * name exists. */
         int r = mgr_check_account(a->mgr, c.account, &err);
         if (r < 0) {
-                api_error_errno(resp, r, &err);
+                api_error_errno(resp, API_ERR_CONTROL, r, &err);
                 return;
         }
         const char *m = req->method;
@@ -218,13 +218,13 @@ static void control_plane(struct api *a, struct api_req *req, const char *name, 
                 struct mgr_record rec;
                 r = mgr_get(a->mgr, &c, name, &rec, &err);
                 if (r < 0)
-                        api_error_errno(resp, r, &err);
+                        api_error_errno(resp, API_ERR_CONTROL, r, &err);
                 else
                         api_json(resp, 200, record_json(&rec));
         } else if (!verb && !strcmp(m, "DELETE")) {
                 r = mgr_delete(a->mgr, &c, name, &err);
                 if (r < 0)
-                        api_error_errno(resp, r, &err);
+                        api_error_errno(resp, API_ERR_CONTROL, r, &err);
                 else
                         api_no_content(resp);
         } else if (verb && !strcmp(verb, "attach") && !strcmp(m, "POST")) {
@@ -232,7 +232,7 @@ static void control_plane(struct api *a, struct api_req *req, const char *name, 
         } else if (verb && !strcmp(verb, "stop") && !strcmp(m, "POST")) {
                 r = mgr_stop(a->mgr, &c, name, &err);
                 if (r < 0)
-                        api_error_errno(resp, r, &err);
+                        api_error_errno(resp, API_ERR_CONTROL, r, &err);
                 else
                         api_no_content(resp);
         } else {
@@ -266,19 +266,13 @@ struct sandbox *api_enter_data_plane(struct api *a, struct api_req *req, const c
         }
         struct sandbox *sb = NULL;
         r = mgr_enter(a->mgr, cr.dep, name, cr.id, &sb, &err);
-        if (r == -ENOENT) {
-                /* The incarnation the credential names is gone (deleted,
-                 * reclaimed): a 401 makes a client attach again, which
-                 * gives it a new, empty sandbox. A 404 would look like a
-                 * missing file and never be retried. */
-                api_error(resp, 401, "credential_stale",
-                          "sandbox '%s' of this credential no longer exists; attach again", name);
-                return NULL;
-        }
+        if (r == -ENOENT)
+                sbx_error_say(&err, ENOENT,
+                              "sandbox '%s' of this credential no longer exists; attach again", name);
         if (r < 0) {
                 if (r == -EHOSTDOWN)
                         log_error("enter %s/%s: %s", cr.dep, name, err.msg);
-                api_error_errno(resp, r, &err);
+                api_error_errno(resp, API_ERR_ENTER, r, &err);
                 return NULL;
         }
         return sb;

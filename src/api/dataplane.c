@@ -11,8 +11,8 @@
 #include "../common/log.h"
 #include "files.h"
 
-#define MAX_ARGS 4096
-#define MAX_ENV 4096
+/* The API's own cap on a command and its environment together, below
+ * what the agent accepts. */
 #define MAX_ARG_BYTES (256u << 10)
 /* How long a stdin write waits for the process to take its bytes. */
 #define STDIN_TIMEOUT_MS 10000
@@ -42,8 +42,8 @@ static const char *c_string(json_t *v)
 
 struct cmd_holder {
         struct agent_cmd cmd;
-        const char *argv[MAX_ARGS + 1];
-        char *env[MAX_ENV + 1];
+        const char *argv[AGENT_MAX_ARGV + 1];
+        char *env[AGENT_MAX_ENV + 1];
         size_t envc;
 };
 
@@ -59,7 +59,7 @@ static int parse_cmd(json_t *body, struct cmd_holder *h, struct api_resp *resp)
         memset(&h->cmd, 0, sizeof(h->cmd));
         h->envc = 0;
         json_t *cmd = json_object_get(body, "command");
-        if (!json_is_array(cmd) || json_array_size(cmd) == 0 || json_array_size(cmd) > MAX_ARGS) {
+        if (!json_is_array(cmd) || json_array_size(cmd) == 0 || json_array_size(cmd) > AGENT_MAX_ARGV) {
                 api_error(resp, 400, "invalid_argument", "command: expected a non-empty array of strings");
                 return -1;
         }
@@ -89,7 +89,7 @@ static int parse_cmd(json_t *body, struct cmd_holder *h, struct api_resp *resp)
         }
         json_t *env = json_object_get(body, "env");
         if (env && !json_is_null(env)) {
-                if (!json_is_object(env) || json_object_size(env) > MAX_ENV) {
+                if (!json_is_object(env) || json_object_size(env) > AGENT_MAX_ENV) {
                         api_error(resp, 400, "invalid_argument", "env: expected an object of strings");
                         return -1;
                 }
@@ -409,18 +409,6 @@ static void handle_stdin(struct api *a, struct api_req *req, struct sandbox *sb,
                 api_no_content(resp);
 }
 
-static bool proc_id_ok(const char *id)
-{
-        size_t n = strlen(id);
-        if (n == 0 || n > 64)
-                return false;
-        for (const char *p = id; *p; p++)
-                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                      (*p >= '0' && *p <= '9') || *p == '-'))
-                        return false;
-        return true;
-}
-
 bool dataplane_route_exists(const char *const *seg, size_t n)
 {
         if (n == 1)
@@ -451,7 +439,7 @@ void dataplane_handle(struct api *a, struct api_req *req, struct sandbox *sb,
                 else
                         handle_list(a, sb, resp);
         } else if (!strcmp(seg[0], "processes") && n >= 2) {
-                if (!proc_id_ok(seg[1])) {
+                if (!agent_proc_id_valid(seg[1])) {
                         api_error(resp, 404, "process_not_found", "no such process");
                 } else if (n == 2 && get) {
                         handle_poll(a, req, sb, seg[1], resp);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The HTTP API: server (http.c), routes and handlers (routes.c), the
- * response bodies (respond.c). */
+/* The HTTP API: the server (http.c), the route table (routes.c), who is
+ * calling (auth.c), the handlers (control.c, dataplane.c, files.c), the
+ * response bodies (respond.c) and the one errno-to-HTTP table (errors.h). */
 #pragma once
 
 #include <microhttpd.h>
@@ -17,6 +18,7 @@
 #include "keys.h"
 #include "ratelimit.h"
 #include "respond.h"
+#include "routes.h"
 
 struct api_config {
         const char *listen;          /* ADDR:PORT */
@@ -58,16 +60,28 @@ struct api {
         struct api_conns conns;      /* every connection, for the head deadline */
 };
 
-/* One request as the handlers see it. */
+/* What a streaming route's handler opens for the body (req->stream). */
+struct api_stream_ops {
+        /* A chunk of the body; errors are remembered and answered at the end. */
+        void (*write)(void *stream, const void *data, size_t len);
+        /* The body is complete: answer. Frees the stream. */
+        void (*finish)(struct api *a, void *stream, struct api_resp *resp);
+        /* The request ended early. Frees the stream. */
+        void (*abort)(struct api *a, void *stream);
+};
+
+/* One request, from its head to its completion. */
 struct api_req {
         struct MHD_Connection *conn;
         const char *method;
         const char *path;            /* without the query */
+        struct api_match match;      /* its route, looked up once when the head is in */
         struct buf body;
         bool body_too_large;
         int64_t started_us;
-        struct files_upload *upload; /* a streamed PUT {endpoint}/files */
-        bool streaming;              /* body goes to upload, not to body */
+        void *stream;                /* a streaming route's body goes here ... */
+        const struct api_stream_ops *stream_ops;
+        bool streaming;              /* ... or nowhere when it could not be opened */
         struct api_resp *early;      /* an answer decided before the body */
         bool started;                /* the head is in (the handler's first call) */
         bool bad_uri;                /* the raw URI holds %00 */
@@ -83,14 +97,6 @@ void api_reload_keys(struct api *a);
 /* A reference to the current keyring; keyring_free() it after use. */
 struct keyring *api_keys(struct api *a);
 void api_stop(struct api *a);
-
-/* Route one complete request; fills resp. */
-void api_route(struct api *a, struct api_req *req, struct api_resp *resp);
-
-/* Verify the data-plane credential of req for sandbox `name` and enter it
- * (mgr_enter); NULL with resp set on failure. mgr_leave() it after. */
-struct sandbox *api_enter_data_plane(struct api *a, struct api_req *req, const char *name,
-                                     struct api_resp *resp);
 
 /* Query parameter, or NULL. */
 const char *api_query(struct api_req *req, const char *key);

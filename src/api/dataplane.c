@@ -9,7 +9,8 @@
 
 #include "../agent/client.h"
 #include "../common/log.h"
-#include "files.h"
+#include "api.h"
+#include "errors.h"
 
 /* The API's own cap on a command and its environment together, below
  * what the agent accepts. */
@@ -190,9 +191,11 @@ static json_t *status_json(const struct agent_proc_status *st)
         return j;
 }
 
-static void handle_exec(struct api *a, struct api_req *req, struct sandbox *sb,
-                        struct api_resp *resp)
+void dataplane_exec(struct api_call *c, struct api_resp *resp)
 {
+        struct api *a = c->a;
+        struct api_req *req = c->req;
+        struct sandbox *sb = c->sb;
         json_t *body = parse_body(req, resp);
         if (!body)
                 return;
@@ -234,9 +237,11 @@ static void handle_exec(struct api *a, struct api_req *req, struct sandbox *sb,
         agent_exec_result_free(&res);
 }
 
-static void handle_spawn(struct api *a, struct api_req *req, struct sandbox *sb,
-                         struct api_resp *resp)
+void dataplane_spawn(struct api_call *c, struct api_resp *resp)
 {
+        struct api *a = c->a;
+        struct api_req *req = c->req;
+        struct sandbox *sb = c->sb;
         json_t *body = parse_body(req, resp);
         if (!body)
                 return;
@@ -261,8 +266,10 @@ static void handle_spawn(struct api *a, struct api_req *req, struct sandbox *sb,
         agent_proc_status_free(&st);
 }
 
-static void handle_list(struct api *a, struct sandbox *sb, struct api_resp *resp)
+void dataplane_list(struct api_call *c, struct api_resp *resp)
 {
+        struct api *a = c->a;
+        struct sandbox *sb = c->sb;
         struct agent_proc_list l = { 0 };
         struct sbx_error err = { 0 };
         int r = agent_list(mgr_agent(sb), &l, &err);
@@ -302,9 +309,12 @@ static int query_u64(struct api_req *req, const char *key, uint64_t max, uint64_
         return 0;
 }
 
-static void handle_poll(struct api *a, struct api_req *req, struct sandbox *sb, const char *id,
-                        struct api_resp *resp)
+void dataplane_poll(struct api_call *c, struct api_resp *resp)
 {
+        struct api *a = c->a;
+        struct api_req *req = c->req;
+        struct sandbox *sb = c->sb;
+        const char *id = c->id;
         uint64_t out_from, err_from, wait;
         if (query_u64(req, "stdoutFrom", INT64_MAX, &out_from) < 0 ||
             query_u64(req, "stderrFrom", INT64_MAX, &err_from) < 0) {
@@ -334,9 +344,12 @@ static void handle_poll(struct api *a, struct api_req *req, struct sandbox *sb, 
         agent_poll_result_free(&p);
 }
 
-static void handle_signal(struct api *a, struct api_req *req, struct sandbox *sb, const char *id,
-                          struct api_resp *resp)
+void dataplane_signal(struct api_call *c, struct api_resp *resp)
 {
+        struct api *a = c->a;
+        struct api_req *req = c->req;
+        struct sandbox *sb = c->sb;
+        const char *id = c->id;
         const char *name = "TERM";
         json_t *body = NULL;
         if (req->body.len) {
@@ -369,8 +382,11 @@ static void handle_signal(struct api *a, struct api_req *req, struct sandbox *sb
                 api_no_content(resp);
 }
 
-static void handle_kill(struct api *a, struct sandbox *sb, const char *id, struct api_resp *resp)
+void dataplane_kill(struct api_call *c, struct api_resp *resp)
 {
+        struct api *a = c->a;
+        struct sandbox *sb = c->sb;
+        const char *id = c->id;
         struct sbx_error err = { 0 };
         int r = agent_kill(mgr_agent(sb), id, &err);
         if (r < 0 && should_retry(a, sb, r))
@@ -381,15 +397,17 @@ static void handle_kill(struct api *a, struct sandbox *sb, const char *id, struc
                 api_no_content(resp);
 }
 
-static void handle_stdin(struct api *a, struct api_req *req, struct sandbox *sb, const char *id,
-                         struct api_resp *resp)
+void dataplane_stdin(struct api_call *c, struct api_resp *resp)
 {
-        const char *c = api_query(req, "close");
+        struct api_req *req = c->req;
+        struct sandbox *sb = c->sb;
+        const char *id = c->id;
+        const char *close_arg = api_query(req, "close");
         bool close_it = false;
-        if (c) {
-                if (!strcmp(c, "true") || !strcmp(c, "1"))
+        if (close_arg) {
+                if (!strcmp(close_arg, "true") || !strcmp(close_arg, "1"))
                         close_it = true;
-                else if (strcmp(c, "false") && strcmp(c, "0")) {
+                else if (strcmp(close_arg, "false") && strcmp(close_arg, "0")) {
                         api_error(resp, 400, "invalid_argument", "close: true or false");
                         return;
                 }
@@ -407,54 +425,4 @@ static void handle_stdin(struct api *a, struct api_req *req, struct sandbox *sb,
                 agent_failure(sb, r, &err, resp);
         else
                 api_no_content(resp);
-}
-
-bool dataplane_route_exists(const char *const *seg, size_t n)
-{
-        if (n == 1)
-                return !strcmp(seg[0], "exec") || !strcmp(seg[0], "processes") ||
-                       !strcmp(seg[0], "files");
-        if (n == 2 && !strcmp(seg[0], "files"))
-                return !strcmp(seg[1], "list");
-        if (!strcmp(seg[0], "processes"))
-                return n == 2 || (n == 3 && (!strcmp(seg[2], "signal") || !strcmp(seg[2], "stdin")));
-        return false;
-}
-
-void dataplane_handle(struct api *a, struct api_req *req, struct sandbox *sb,
-                      const char *const *seg, size_t n, struct api_resp *resp)
-{
-        const char *m = req->method;
-        bool get = !strcmp(m, "GET"), post = !strcmp(m, "POST"), del = !strcmp(m, "DELETE");
-        size_t plen = strlen(req->path);
-        if (!strcmp(seg[0], "exec") && post) {
-                handle_exec(a, req, sb, resp);
-        } else if (!strcmp(seg[0], "processes") && n == 1 && plen && req->path[plen - 1] == '/') {
-                /* "processes/" or "processes/%2F": an empty process id, which
-                 * must not read as the list (empty segments are skipped). */
-                api_error(resp, 404, "process_not_found", "no such process");
-        } else if (!strcmp(seg[0], "processes") && n == 1 && (get || post)) {
-                if (post)
-                        handle_spawn(a, req, sb, resp);
-                else
-                        handle_list(a, sb, resp);
-        } else if (!strcmp(seg[0], "processes") && n >= 2) {
-                if (!agent_proc_id_valid(seg[1])) {
-                        api_error(resp, 404, "process_not_found", "no such process");
-                } else if (n == 2 && get) {
-                        handle_poll(a, req, sb, seg[1], resp);
-                } else if (n == 2 && del) {
-                        handle_kill(a, sb, seg[1], resp);
-                } else if (n == 3 && post && !strcmp(seg[2], "signal")) {
-                        handle_signal(a, req, sb, seg[1], resp);
-                } else if (n == 3 && post && !strcmp(seg[2], "stdin")) {
-                        handle_stdin(a, req, sb, seg[1], resp);
-                } else {
-                        api_error(resp, 405, "invalid_argument", "method %s not allowed here", m);
-                }
-        } else if (!strcmp(seg[0], "files")) {
-                files_handle(a, req, sb, seg, n, resp);
-        } else {
-                api_error(resp, 405, "invalid_argument", "method %s not allowed here", m);
-        }
 }

@@ -12,7 +12,6 @@
 #include <strings.h>
 
 #include "../common/log.h"
-#include "files.h"
 
 const char *api_query(struct api_req *req, const char *key)
 {
@@ -56,8 +55,8 @@ static struct api_resp *resp_new(void)
 
 static void req_free(struct api *a, struct api_req *req)
 {
-        if (req->upload)
-                files_upload_abort(a, req->upload);
+        if (req->stream)
+                req->stream_ops->abort(a, req->stream);
         if (req->early)
                 resp_free(req->early);
         buf_free(&req->body);
@@ -212,6 +211,75 @@ static enum MHD_Result respond(struct api *a, struct api_req *req, struct api_re
         return ret;
 }
 
+/* The head is in: framing checks, the route, and for a streaming route
+ * its stream, opened now from the headers alone. */
+static enum MHD_Result request_head(struct api *a, struct api_req *req,
+                                    struct MHD_Connection *conn, const char *url,
+                                    const char *method)
+{
+        req->started = true;
+        req->conn = conn;
+        req->method = method;
+        req->path = url;
+        req->started_us = mono_us();
+        atomic_fetch_add(&a->metrics.requests, 1);
+        atomic_fetch_add(&a->inflight, 1);
+        conns_request_begin(&a->conns, conn);
+        struct api_resp early = { .status = 500, .body_fd = -1 };
+        buf_init(&early.body, 0);
+        if (bad_framing(req, &early))
+                return respond(a, req, &early, true);
+        buf_free(&early.body);
+        api_route_match(method, url, &req->match);
+        const struct api_route *route = req->match.route;
+        buf_init(&req->body, (size_t)api_cap_bytes(a, api_route_held_cap(route)));
+        if (!route || !route->streams || !req->match.method_ok || atomic_load(&a->draining))
+                return MHD_YES;
+        struct api_resp *er = resp_new();
+        if (!er)
+                return MHD_NO;
+        req->streaming = true;
+        api_route_run(a, req, er);
+        if (req->stream)
+                resp_free(er);
+        else
+                req->early = er;
+        return MHD_YES;
+}
+
+static void request_body(struct api *a, struct api_req *req, const char *data, size_t len)
+{
+        atomic_fetch_add(&a->metrics.bytes_in, len);
+        if (req->streaming) {
+                if (req->stream)
+                        req->stream_ops->write(req->stream, data, len);
+        } else if (!req->body_too_large && buf_append(&req->body, data, len) < 0) {
+                req->body_too_large = true;
+                buf_free(&req->body);
+        }
+}
+
+/* The body is complete: answer. */
+static enum MHD_Result request_end(struct api *a, struct api_req *req)
+{
+        struct api_resp resp = { .status = 500, .body_fd = -1 };
+        buf_init(&resp.body, 0);
+        if (req->early) {
+                resp = *req->early;
+                free(req->early);
+                req->early = NULL;
+        } else if (req->stream) {
+                req->stream_ops->finish(a, TAKE_PTR(req->stream), &resp);
+        } else if (req->body_too_large) {
+                api_too_large(a, api_route_held_cap(req->match.route), &resp);
+        } else if (atomic_load(&a->draining)) {
+                api_error(&resp, 503, "unavailable", "the server is shutting down");
+        } else {
+                api_route_run(a, req, &resp);
+        }
+        return respond(a, req, &resp, false);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size, void **con_cls)
@@ -220,68 +288,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         struct api_req *req = *con_cls;
         if (!req)
                 return MHD_NO; /* on_uri could not allocate */
-        if (!req->started) {
-                req->started = true;
-                req->conn = conn;
-                req->method = method;
-                req->path = url;
-                req->started_us = mono_us();
-                buf_init(&req->body, (size_t)a->cfg.max_body_bytes);
-                atomic_fetch_add(&a->metrics.requests, 1);
-                atomic_fetch_add(&a->inflight, 1);
-                conns_request_begin(&a->conns, conn);
-                struct api_resp early = { .status = 500, .body_fd = -1 };
-                buf_init(&early.body, 0);
-                if (bad_framing(req, &early))
-                        return respond(a, req, &early, true);
-                buf_free(&early.body);
-                /* A file upload streams its body to disk as it arrives: it
-                 * is authorized and opened now, from the headers alone. */
-                struct api_resp *er = resp_new();
-                if (!er)
-                        return MHD_NO;
-                if (!atomic_load(&a->draining) && files_upload_begin(a, req, er)) {
-                        req->streaming = true;
-                        if (!req->upload)
-                                req->early = er;
-                        else
-                                resp_free(er);
-                } else {
-                        resp_free(er);
-                }
-                return MHD_YES;
-        }
+        if (!req->started)
+                return request_head(a, req, conn, url, method);
         if (*upload_data_size) {
-                atomic_fetch_add(&a->metrics.bytes_in, *upload_data_size);
-                if (req->streaming) {
-                        if (req->upload)
-                                files_upload_write(req->upload, upload_data, *upload_data_size);
-                } else if (!req->body_too_large &&
-                    buf_append(&req->body, upload_data, *upload_data_size) < 0) {
-                        req->body_too_large = true;
-                        buf_free(&req->body);
-                }
+                request_body(a, req, upload_data, *upload_data_size);
                 *upload_data_size = 0;
                 return MHD_YES;
         }
-
-        struct api_resp resp = { .status = 500, .body_fd = -1 };
-        buf_init(&resp.body, 0);
-        if (req->early) {
-                resp = *req->early;
-                free(req->early);
-                req->early = NULL;
-        } else if (req->upload) {
-                files_upload_finish(a, req->upload, &resp);
-                req->upload = NULL;
-        } else if (req->body_too_large)
-                api_error(&resp, 413, "too_large", "request body over %lld bytes",
-                          (long long)a->cfg.max_body_bytes);
-        else if (atomic_load(&a->draining))
-                api_error(&resp, 503, "unavailable", "the server is shutting down");
-        else
-                api_route(a, req, &resp);
-        return respond(a, req, &resp, false);
+        return request_end(a, req);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,

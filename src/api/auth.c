@@ -6,7 +6,7 @@
 #include <strings.h>
 
 #include "../common/log.h"
-#include "api.h"
+#include "api-internal.h"
 #include "cred.h"
 #include "errors.h"
 
@@ -22,7 +22,7 @@ void api_reload_keys(struct api *a)
 {
         struct sbx_error err = { 0 };
         struct keyring *kr = NULL;
-        if (keys_load(a->state_dir, a->keys_ext, &kr, &err) < 0) {
+        if (keys_load(a->cfg.state_dir, a->cfg.keys_ext, &kr, &err) < 0) {
                 log_error("reload keys: %s", err.msg);
                 return;
         }

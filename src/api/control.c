@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "../common/log.h"
-#include "api.h"
+#include "api-internal.h"
 #include "cred.h"
 #include "errors.h"
 

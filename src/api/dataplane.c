@@ -9,7 +9,7 @@
 
 #include "../agent/client.h"
 #include "../common/log.h"
-#include "api.h"
+#include "api-internal.h"
 #include "errors.h"
 
 /* The API's own cap on a command and its environment together, below

@@ -13,7 +13,7 @@
 #include "../agent/client.h"
 #include "../common/inroot.h"
 #include "../common/log.h"
-#include "api.h"
+#include "api-internal.h"
 #include "errors.h"
 
 /* A listing is built in memory: a sandbox must not make the daemon hold

@@ -3,7 +3,7 @@
  * handler may block on its sandbox (an exec, a 30 s poll) without holding
  * up any other request. Bodies are collected up to max_body; one log line
  * per request. */
-#include "api.h"
+#include "api-internal.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -376,10 +376,10 @@ int api_start(struct api *a, struct sbx_error *err)
         return 0;
 }
 
-bool api_drain(struct api *a, int64_t grace_ms)
+int api_drain(struct api *a, int64_t grace_ms)
 {
         if (!a->mhd)
-                return true;
+                return 0;
         atomic_store(&a->draining, true);
         MHD_socket ls = MHD_quiesce_daemon(a->mhd);
         if (ls != MHD_INVALID_SOCKET)
@@ -387,7 +387,7 @@ bool api_drain(struct api *a, int64_t grace_ms)
         int64_t deadline = mono_ms() + grace_ms;
         while (atomic_load(&a->inflight) > 0 && mono_ms() < deadline)
                 usleep(20 * 1000);
-        return atomic_load(&a->inflight) == 0;
+        return atomic_load(&a->inflight);
 }
 
 void api_stop(struct api *a)

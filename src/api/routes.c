@@ -9,7 +9,7 @@
 
 #include "../agent/proto.h"
 #include "../common/names.h"
-#include "api.h"
+#include "api-internal.h"
 #include "auth.h"
 #include "control.h"
 #include "dataplane.h"

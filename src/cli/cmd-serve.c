@@ -15,6 +15,7 @@
 #include "config.h"
 #include "../api/api.h"
 #include "../common/log.h"
+#include "../manager/manager.h"
 #include "../runtime/runtime.h"
 #include "../store/store.h"
 #include "cli.h"
@@ -167,7 +168,7 @@ int cmd_serve(int argc, char **argv)
         struct keyring *keys = NULL;
         struct rt *rt = NULL;
         struct manager *mgr = NULL;
-        struct api api = { 0 };
+        struct api *api = NULL;
         struct rt_claim claim = { .fd = -1 };
         struct keys_external_config ext;
         _cleanup_free_ char *pubkeys_copy = NULL;
@@ -186,12 +187,6 @@ int cmd_serve(int argc, char **argv)
         }
         if (!issuers_config(&s, pubkeys, &ext))
                 goto out;
-        if (s.rate_limit > 0 && ratelimit_new(s.rate_limit, s.rate_burst, &api.ratelimit) < 0) {
-                log_error("bad rate_limit %lld / rate_burst %lld (rate 1..1000000, burst "
-                          "0..1000000000)",
-                          (long long)s.rate_limit, (long long)s.rate_burst);
-                goto out;
-        }
         if (store_open(path, &st, &err) < 0 || keys_load(s.state, &ext, &keys, &err) < 0) {
                 log_error("%s", err.msg);
                 goto out;
@@ -277,9 +272,11 @@ int cmd_serve(int argc, char **argv)
                 log_error("manager: %s", err.msg);
                 goto out;
         }
-        api.cfg = (struct api_config){
+        struct api_config ac = {
                 .listen = s.listen,
                 .url = s.url,
+                .state_dir = s.state,
+                .keys_ext = &ext,
                 .credential_ttl_ms = s.credential_ttl_ms,
                 .token_leeway_ms = s.token_leeway_ms,
                 .max_body_bytes = s.max_body_bytes,
@@ -290,12 +287,12 @@ int cmd_serve(int argc, char **argv)
                 .rate_limit = s.rate_limit,
                 .rate_burst = s.rate_burst,
         };
-        api.mgr = mgr;
-        api.keys = keys;
-        api.keys_ext = &ext;
-        api.state_dir = s.state;
-        pthread_mutex_init(&api.keys_lock, NULL);
-        if (api_start(&api, &err) < 0) {
+        if (api_new(&ac, mgr, keys, &api, &err) < 0) {
+                log_error("%s", err.msg);
+                goto out;
+        }
+        keys = NULL; /* the api's now */
+        if (api_start(api, &err) < 0) {
                 log_error("%s", err.msg);
                 goto out;
         }
@@ -307,37 +304,35 @@ int cmd_serve(int argc, char **argv)
                 if (sigwait(&set, &sig) != 0)
                         continue;
                 if (sig == SIGHUP) {
-                        api_reload_keys(&api);
+                        api_reload_keys(api);
                         continue;
                 }
                 log_info("signal %d: shutting down (sandboxes keep running)", sig);
                 break;
         }
-        if (!api_drain(&api, s.shutdown_grace_ms)) {
+        int left = api_drain(api, s.shutdown_grace_ms);
+        if (left > 0) {
                 /* A request still waits on its sandbox (an exec without a
                  * deadline, say). Its command goes on in the sandbox; only
                  * the answer is lost. The store is a WAL: leaving without
                  * closing it loses nothing. */
                 log_warn("%d requests still running after %lld ms; leaving without them",
-                         atomic_load(&api.inflight), (long long)s.shutdown_grace_ms);
+                         left, (long long)s.shutdown_grace_ms);
                 mgr_stop_pool(mgr);
                 _exit(0);
         }
         ret = 0;
 out:
-        api_stop(&api);
+        api_stop(api);
         mgr_close(mgr);
         /* The claim stays recorded while sandboxes of this instance run on
          * (they outlive the daemon); no other daemon picks it by itself. */
         bool alive = !rt || rt_any_alive(rt);
         rt_close(rt);
         rt_claim_release(&claim, !alive);
-        if (api.keys)
-                keyring_free(api.keys);
-        else if (keys)
-                keyring_free(keys);
+        api_free(api);
+        keyring_free(keys);
         store_close(st);
-        ratelimit_free(api.ratelimit);
         settings_free(&s);
         return ret;
 }

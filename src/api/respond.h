@@ -17,7 +17,7 @@ struct api_resp {
         struct buf body;             /* JSON or raw bytes */
         int body_fd;                 /* >= 0: send this file instead (owned) */
         uint64_t body_fd_len;
-        char retry_after[16];        /* Retry-After header when set */
+        char retry_after[24];        /* Retry-After header when set */
 };
 
 /* Set resp to the API's error body {"error":{"code","message"}}. */

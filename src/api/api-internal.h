@@ -27,20 +27,20 @@ struct api_metrics {
         atomic_ullong execs;
         atomic_ullong exec_ms_total;
         atomic_ullong bytes_in, bytes_out;
-        atomic_ullong rate_limited;  /* requests refused with 429 */
+        atomic_ullong rate_limited; /* requests refused with 429 */
 };
 
 struct api {
         struct api_config cfg;
         struct manager *mgr;
-        struct keyring *keys;        /* guarded by keys_lock; swapped on SIGHUP */
+        struct keyring *keys; /* guarded by keys_lock; swapped on SIGHUP */
         pthread_mutex_t keys_lock;
         struct ratelimit *ratelimit; /* NULL when rate_limit is 0 */
         struct MHD_Daemon *mhd;
         struct api_metrics metrics;
-        atomic_bool draining;        /* shutting down: answer 503 */
-        atomic_int inflight;         /* requests between headers and completion */
-        struct api_conns conns;      /* every connection, for the head deadline */
+        atomic_bool draining;   /* shutting down: answer 503 */
+        atomic_int inflight;    /* requests between headers and completion */
+        struct api_conns conns; /* every connection, for the head deadline */
 };
 
 /* What a streaming route's handler opens for the body (req->stream). */
@@ -57,17 +57,17 @@ struct api_stream_ops {
 struct api_req {
         struct MHD_Connection *conn;
         const char *method;
-        const char *path;            /* without the query */
-        struct api_match match;      /* its route, looked up once when the head is in */
+        const char *path;       /* without the query */
+        struct api_match match; /* its route, looked up once when the head is in */
         struct buf body;
         bool body_too_large;
         int64_t started_us;
-        void *stream;                /* a streaming route's body goes here ... */
+        void *stream; /* a streaming route's body goes here ... */
         const struct api_stream_ops *stream_ops;
-        bool streaming;              /* ... or nowhere when it could not be opened */
-        struct api_resp *early;      /* an answer decided before the body */
-        bool started;                /* the head is in (the handler's first call) */
-        bool bad_uri;                /* the raw URI holds %00 */
+        bool streaming;         /* ... or nowhere when it could not be opened */
+        struct api_resp *early; /* an answer decided before the body */
+        bool started;           /* the head is in (the handler's first call) */
+        bool bad_uri;           /* the raw URI holds %00 */
 };
 
 /* A reference to the current keyring; keyring_free() it after use. */

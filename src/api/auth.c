@@ -20,7 +20,7 @@ struct keyring *api_keys(struct api *a)
 
 void api_reload_keys(struct api *a)
 {
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         struct keyring *kr = NULL;
         if (keys_load(a->cfg.state_dir, a->cfg.keys_ext, &kr, &err) < 0) {
                 log_error("reload keys: %s", err.msg);
@@ -74,7 +74,7 @@ static bool verify_identity(struct api *a, struct api_req *req, struct jwt_claim
         struct jwt_policy pol;
         jwt_policy_init(&pol, a->cfg.url);
         pol.leeway_s = a->cfg.token_leeway_ms / 1000;
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         struct keyring *kr = api_keys(a);
         int r = jwt_verify(kr, &pol, tok, claims, &err);
         keyring_free(kr);
@@ -90,10 +90,10 @@ bool api_auth_identity(struct api_call *c, struct api_resp *resp)
         if (!verify_identity(c->a, c->req, &c->claims, resp) ||
             rate_limited(c->a, c->claims.sub, resp))
                 return false;
-        c->caller = (struct mgr_caller){ .deployment = c->claims.sub, .account = c->claims.acct };
+        c->caller = (struct mgr_caller){.deployment = c->claims.sub, .account = c->claims.acct};
         /* The account check comes before anything that could tell whether a
          * name exists. */
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         int r = mgr_check_account(c->a->mgr, c->caller.account, &err);
         if (r < 0) {
                 api_error_errno(resp, API_ERR_CONTROL, r, &err);
@@ -111,7 +111,7 @@ bool api_auth_credential(struct api_call *c, struct api_resp *resp)
                 return false;
         }
         struct cred_claims cr;
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         struct keyring *kr = api_keys(a);
         int r = cred_verify(kr, tok, now_ms(), &cr, &err);
         keyring_free(kr);

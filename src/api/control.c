@@ -65,7 +65,7 @@ static void attach_answer(struct api_call *c, const struct mgr_record *rec, uint
                           struct api_resp *resp)
 {
         struct api *a = c->a;
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         int64_t exp = now_ms() + a->cfg.credential_ttl_ms;
         _cleanup_free_ char *cred = NULL;
         struct keyring *kr = api_keys(a);
@@ -81,8 +81,8 @@ static void attach_answer(struct api_call *c, const struct mgr_record *rec, uint
                  json_pack("{s:s,s:s,s:s,s:o,s:{s:o},s:s,s:s}", "name", rec->name, "class",
                            rec->sandbox_class, "state", sbx_state_name(rec->state), "endpoint",
                            json_sprintf("%s/v1/sandboxes/%s", a->cfg.url, c->name), "headers",
-                           "Authorization", json_sprintf("Bearer %s", cred), "expiresAt",
-                           expires, "network", rec->network));
+                           "Authorization", json_sprintf("Bearer %s", cred), "expiresAt", expires,
+                           "network", rec->network));
 }
 
 void control_attach(struct api_call *c, struct api_resp *resp)
@@ -93,7 +93,7 @@ void control_attach(struct api_call *c, struct api_resp *resp)
                 json_decref(body);
                 return;
         }
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         struct mgr_record rec;
         uint64_t id = 0;
         int r = mgr_attach(c->a->mgr, &c->caller, c->name, cls, network, &id, &rec, &err);
@@ -111,7 +111,7 @@ void control_list(struct api_call *c, struct api_resp *resp)
 {
         struct mgr_record *v = NULL;
         size_t n = 0;
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         int r = mgr_list(c->a->mgr, &c->caller, &v, &n, &err);
         if (r < 0) {
                 api_error_errno(resp, API_ERR_CONTROL, r, &err);
@@ -126,7 +126,7 @@ void control_list(struct api_call *c, struct api_resp *resp)
 
 void control_get(struct api_call *c, struct api_resp *resp)
 {
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         struct mgr_record rec;
         int r = mgr_get(c->a->mgr, &c->caller, c->name, &rec, &err);
         if (r < 0)
@@ -137,7 +137,7 @@ void control_get(struct api_call *c, struct api_resp *resp)
 
 void control_delete(struct api_call *c, struct api_resp *resp)
 {
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         int r = mgr_delete(c->a->mgr, &c->caller, c->name, &err);
         if (r < 0)
                 api_error_errno(resp, API_ERR_CONTROL, r, &err);
@@ -147,7 +147,7 @@ void control_delete(struct api_call *c, struct api_resp *resp)
 
 void control_stop(struct api_call *c, struct api_resp *resp)
 {
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         int r = mgr_stop(c->a->mgr, &c->caller, c->name, &err);
         if (r < 0)
                 api_error_errno(resp, API_ERR_CONTROL, r, &err);

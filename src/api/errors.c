@@ -12,14 +12,14 @@ _Static_assert(NAME_MAX == 255, "errors.h says a name is at most 255 bytes");
 _Static_assert(INROOT_PATH_MAX == 4096, "errors.h says a path is at most 4095 bytes");
 
 static const struct api_errno_row rows[] = {
-#define API_ERRNO_ROW(ctx, e, status, code, reason) { API_ERR_##ctx, e, status, code, reason },
-        API_ERRNO_MAP(API_ERRNO_ROW)
+#define API_ERRNO_ROW(ctx, e, status, code, reason) {API_ERR_##ctx, e, status, code, reason},
+    API_ERRNO_MAP(API_ERRNO_ROW)
 #undef API_ERRNO_ROW
 };
 
 static const enum api_err_ctx fallbacks[API_ERR_CONTEXT_COUNT] = {
 #define API_ERR_FALLBACK(ctx, parent) [API_ERR_##ctx] = API_ERR_##parent,
-        API_ERR_CONTEXTS(API_ERR_FALLBACK)
+    API_ERR_CONTEXTS(API_ERR_FALLBACK)
 #undef API_ERR_FALLBACK
 };
 

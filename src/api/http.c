@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "../common/log.h"
 
@@ -385,8 +386,9 @@ int api_drain(struct api *a, int64_t grace_ms)
         if (ls != MHD_INVALID_SOCKET)
                 close(ls);
         int64_t deadline = mono_ms() + grace_ms;
+        const struct timespec tick = { .tv_nsec = 20 * 1000 * 1000 };
         while (atomic_load(&a->inflight) > 0 && mono_ms() < deadline)
-                usleep(20 * 1000);
+                nanosleep(&tick, NULL);
         return atomic_load(&a->inflight);
 }
 

@@ -39,7 +39,7 @@ void api_json(struct api_resp *resp, unsigned status, json_t *j)
                 /* The bytes of the literal, not its NUL: a JSON body ends at
                  * its closing brace. */
                 static const char oom[] =
-                        "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+                    "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
                 resp->status = 500;
                 resp->body.len = 0;
                 buf_append(&resp->body, oom, sizeof(oom) - 1);
@@ -107,45 +107,70 @@ char *utf8_sanitize(const uint8_t *s, size_t len, size_t *ret_len)
         return out;
 }
 
+/* A byte JSON escapes: '"', '\\' and the control characters. */
+static int append_escape(struct buf *b, uint8_t c)
+{
+        char esc[8];
+        const char *e = esc;
+        switch (c) {
+        case '"':
+                e = "\\\"";
+                break;
+        case '\\':
+                e = "\\\\";
+                break;
+        case '\n':
+                e = "\\n";
+                break;
+        case '\r':
+                e = "\\r";
+                break;
+        case '\t':
+                e = "\\t";
+                break;
+        default:
+                snprintf(esc, sizeof(esc), "\\u%04x", c);
+        }
+        return buf_append(b, e, strlen(e));
+}
+
+/* The byte at s[i] that is not copied as it is: a UTF-8 sequence (whole),
+ * U+FFFD for an invalid one, or an escape; *ret_used input bytes. */
+static int append_special(struct buf *b, const uint8_t *s, size_t i, size_t len, size_t *ret_used)
+{
+        *ret_used = 1;
+        if (s[i] < 0x80)
+                return append_escape(b, s[i]);
+        size_t n = utf8_valid_len(s, i, len);
+        if (!n)
+                return buf_append(b, "\xef\xbf\xbd", 3);
+        *ret_used = n;
+        return buf_append(b, s + i, n);
+}
+
+static bool is_plain(uint8_t c)
+{
+        return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
 /* Append bytes as a JSON string literal, invalid UTF-8 as U+FFFD. One
  * pass, runs of plain bytes copied whole: output can be megabytes. */
 static int json_append_text(struct buf *b, const uint8_t *s, size_t len)
 {
         int r = buf_append(b, "\"", 1);
-        size_t i = 0, run = 0;
+        size_t i = 0;
         while (r == 0 && i < len) {
-                uint8_t c = s[i];
-                if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+                size_t run = i, used = 0;
+                while (i < len && is_plain(s[i]))
                         i++;
-                        continue;
+                if (i > run)
+                        r = buf_append(b, s + run, i - run);
+                if (r == 0 && i < len) {
+                        r = append_special(b, s, i, len, &used);
+                        i += used;
                 }
-                if (i > run && (r = buf_append(b, s + run, i - run)) < 0)
-                        break;
-                size_t n = c >= 0x80 ? utf8_valid_len(s, i, len) : 0;
-                if (n) {
-                        r = buf_append(b, s + i, n);
-                        i += n;
-                } else if (c >= 0x80) {
-                        r = buf_append(b, "\xef\xbf\xbd", 3);
-                        i++;
-                } else {
-                        char esc[8];
-                        const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n"
-                                      : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
-                        if (!e) {
-                                snprintf(esc, sizeof(esc), "\\u%04x", c);
-                                e = esc;
-                        }
-                        r = buf_append(b, e, strlen(e));
-                        i++;
-                }
-                run = i;
         }
-        if (r == 0 && i > run)
-                r = buf_append(b, s + run, i - run);
-        if (r == 0)
-                r = buf_append(b, "\"", 1);
-        return r;
+        return r == 0 ? buf_append(b, "\"", 1) : r;
 }
 
 void api_json_text(struct api_resp *resp, unsigned status, json_t *head, const char *k1,

@@ -14,15 +14,15 @@
 struct api_resp {
         unsigned status;
         const char *content_type;
-        struct buf body;             /* JSON or raw bytes */
-        int body_fd;                 /* >= 0: send this file instead (owned) */
+        struct buf body; /* JSON or raw bytes */
+        int body_fd;     /* >= 0: send this file instead (owned) */
         uint64_t body_fd_len;
-        char retry_after[24];        /* Retry-After header when set */
+        char retry_after[24]; /* Retry-After header when set */
 };
 
 /* Set resp to the API's error body {"error":{"code","message"}}. */
 void api_error(struct api_resp *resp, unsigned status, const char *code, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 /* The same with more members in the error object: extra's (stolen; NULL
  * for none), e.g. the bytes a timed-out stdin write got through. */
 void api_error_with(struct api_resp *resp, unsigned status, const char *code, const char *msg,

@@ -40,36 +40,39 @@ static void no_route(struct api_call *c, struct api_resp *resp)
 #define FILE_CAP API_CAP_FILE
 #define EP "/v1/sandboxes/{name}" /* a sandbox's endpoint */
 
+/* A table reads best in columns. */
+/* clang-format off */
 static const struct api_route routes[] = {
-        /* method  pattern                  auth        body      cap       handler */
-        { NULL, "/healthz", NONE, HELD, BODY, healthz },
-        { NULL, "/metrics", NONE, HELD, BODY, metrics_page },
+        /* method   pattern                      auth        body      cap       handler */
+        { NULL,     "/healthz",                  NONE,       HELD,     BODY,     healthz },
+        { NULL,     "/metrics",                  NONE,       HELD,     BODY,     metrics_page },
 
         /* The control plane. */
-        { "GET", "/v1/sandboxes", IDENTITY, HELD, BODY, control_list },
-        { "GET", EP, IDENTITY, HELD, BODY, control_get },
-        { "DELETE", EP, IDENTITY, HELD, BODY, control_delete },
-        { "POST", EP "/attach", IDENTITY, HELD, BODY, control_attach },
-        { "POST", EP "/stop", IDENTITY, HELD, BODY, control_stop },
+        { "GET",    "/v1/sandboxes",             IDENTITY,   HELD,     BODY,     control_list },
+        { "GET",    EP,                          IDENTITY,   HELD,     BODY,     control_get },
+        { "DELETE", EP,                          IDENTITY,   HELD,     BODY,     control_delete },
+        { "POST",   EP "/attach",                IDENTITY,   HELD,     BODY,     control_attach },
+        { "POST",   EP "/stop",                  IDENTITY,   HELD,     BODY,     control_stop },
 
         /* The data plane: {endpoint} is a sandbox's endpoint. */
-        { "POST", EP "/exec", CREDENTIAL, HELD, BODY, dataplane_exec },
-        { "GET", EP "/processes", CREDENTIAL, HELD, BODY, dataplane_list },
-        { "POST", EP "/processes", CREDENTIAL, HELD, BODY, dataplane_spawn },
-        { "GET", EP "/processes/{id}", CREDENTIAL, HELD, BODY, dataplane_poll },
-        { "DELETE", EP "/processes/{id}", CREDENTIAL, HELD, BODY, dataplane_kill },
-        { "POST", EP "/processes/{id}/signal", CREDENTIAL, HELD, BODY, dataplane_signal },
-        { "POST", EP "/processes/{id}/stdin", CREDENTIAL, HELD, BODY, dataplane_stdin },
-        { "GET", EP "/files", CREDENTIAL, HELD, BODY, files_read },
-        { "PUT", EP "/files", CREDENTIAL, STREAMED, FILE_CAP, files_upload },
-        { "GET", EP "/files/list", CREDENTIAL, HELD, BODY, files_list },
+        { "POST",   EP "/exec",                  CREDENTIAL, HELD,     BODY,     dataplane_exec },
+        { "GET",    EP "/processes",             CREDENTIAL, HELD,     BODY,     dataplane_list },
+        { "POST",   EP "/processes",             CREDENTIAL, HELD,     BODY,     dataplane_spawn },
+        { "GET",    EP "/processes/{id}",        CREDENTIAL, HELD,     BODY,     dataplane_poll },
+        { "DELETE", EP "/processes/{id}",        CREDENTIAL, HELD,     BODY,     dataplane_kill },
+        { "POST",   EP "/processes/{id}/signal", CREDENTIAL, HELD,     BODY,     dataplane_signal },
+        { "POST",   EP "/processes/{id}/stdin",  CREDENTIAL, HELD,     BODY,     dataplane_stdin },
+        { "GET",    EP "/files",                 CREDENTIAL, HELD,     BODY,     files_read },
+        { "PUT",    EP "/files",                 CREDENTIAL, STREAMED, FILE_CAP, files_upload },
+        { "GET",    EP "/files/list",            CREDENTIAL, HELD,     BODY,     files_list },
 
         /* Anything else under an endpoint, up to the depth of its routes: no
          * route, but a bad name is said first, as on every route there. */
-        { NULL, EP "/*", NONE, HELD, BODY, no_route },
-        { NULL, EP "/*/*", NONE, HELD, BODY, no_route },
-        { NULL, EP "/*/*/*", NONE, HELD, BODY, no_route },
+        { NULL,     EP "/*",                     NONE,       HELD,     BODY,     no_route },
+        { NULL,     EP "/*/*",                   NONE,       HELD,     BODY,     no_route },
+        { NULL,     EP "/*/*/*",                 NONE,       HELD,     BODY,     no_route },
 };
+/* clang-format on */
 
 #undef NONE
 #undef IDENTITY
@@ -91,7 +94,7 @@ const struct api_route *api_routes(size_t *ret_n)
 struct segments {
         const char *v[API_MAX_SEGMENTS + 1];
         size_t n;
-        bool trailing;               /* the path ends in '/' */
+        bool trailing; /* the path ends in '/' */
 };
 
 /* Split path into m->segs, runs of '/' as one; false when it is too long
@@ -160,9 +163,8 @@ static bool lookup(const char *method, const struct segments *s, size_t n, struc
                         continue;
                 m->route = &routes[i];
                 m->method_ok = false;
-                for (size_t k = i; k < ARRAY_SIZE(routes) &&
-                                   !strcmp(routes[k].pattern, routes[i].pattern);
-                     k++) {
+                for (size_t k = i;
+                     k < ARRAY_SIZE(routes) && !strcmp(routes[k].pattern, routes[i].pattern); k++) {
                         if (!routes[k].method || !strcmp(routes[k].method, method)) {
                                 m->route = &routes[k];
                                 m->method_ok = true;
@@ -215,8 +217,7 @@ void api_too_large(const struct api *a, enum api_cap cap, struct api_resp *resp)
  * nothing about names), both before a process id or a wrong method. */
 typedef bool api_step(struct api_call *c, const struct api_route *route, struct api_resp *resp);
 
-static bool step_identity(struct api_call *c, const struct api_route *route,
-                          struct api_resp *resp)
+static bool step_identity(struct api_call *c, const struct api_route *route, struct api_resp *resp)
 {
         return route->auth != API_AUTH_IDENTITY || api_auth_identity(c, resp);
 }
@@ -232,8 +233,7 @@ static bool step_name(struct api_call *c, const struct api_route *route, struct 
 
 /* A stream's declared length is refused before anything is opened for it
  * (the stream enforces its cap on the bytes too). */
-static bool step_length(struct api_call *c, const struct api_route *route,
-                        struct api_resp *resp)
+static bool step_length(struct api_call *c, const struct api_route *route, struct api_resp *resp)
 {
         if (!route->streams)
                 return true;
@@ -258,8 +258,7 @@ static bool step_id(struct api_call *c, const struct api_route *route, struct ap
         return false;
 }
 
-static bool step_method(struct api_call *c, const struct api_route *route,
-                        struct api_resp *resp)
+static bool step_method(struct api_call *c, const struct api_route *route, struct api_resp *resp)
 {
         if (c->req->match.method_ok)
                 return true;
@@ -268,7 +267,7 @@ static bool step_method(struct api_call *c, const struct api_route *route,
 }
 
 static api_step *const steps[] = {
-        step_identity, step_name, step_length, step_credential, step_id, step_method,
+    step_identity, step_name, step_length, step_credential, step_id, step_method,
 };
 
 void api_route_run(struct api *a, struct api_req *req, struct api_resp *resp)
@@ -278,7 +277,7 @@ void api_route_run(struct api *a, struct api_req *req, struct api_resp *resp)
                 no_route(NULL, resp);
                 return;
         }
-        struct api_call c = { .a = a, .req = req, .name = m->name, .id = m->id };
+        struct api_call c = {.a = a, .req = req, .name = m->name, .id = m->id};
         size_t i = 0;
         while (i < ARRAY_SIZE(steps) && steps[i](&c, m->route, resp))
                 i++;

@@ -38,30 +38,30 @@ enum api_auth {
 };
 
 enum api_cap {
-        API_CAP_BODY,        /* max_body: a body held in memory */
-        API_CAP_FILE,        /* max_file: a file upload, streamed to disk */
+        API_CAP_BODY, /* max_body: a body held in memory */
+        API_CAP_FILE, /* max_file: a file upload, streamed to disk */
 };
 
 /* One request as a handler sees it, after authentication. */
 struct api_call {
         struct api *a;
         struct api_req *req;
-        const char *name;            /* {name} of the path, valid; or NULL */
-        const char *id;              /* {id} of the path, valid; or NULL */
-        struct jwt_claims claims;    /* identity routes: the token's */
-        struct mgr_caller caller;    /* identity routes: into claims */
-        struct sandbox *sb;          /* credential routes: entered, left after the
-                                      * handler (a stream takes it: set NULL) */
+        const char *name;         /* {name} of the path, valid; or NULL */
+        const char *id;           /* {id} of the path, valid; or NULL */
+        struct jwt_claims claims; /* identity routes: the token's */
+        struct mgr_caller caller; /* identity routes: into claims */
+        struct sandbox *sb;       /* credential routes: entered, left after the
+                                   * handler (a stream takes it: set NULL) */
 };
 
 typedef void api_handler(struct api_call *c, struct api_resp *resp);
 
 struct api_route {
-        const char *method;          /* NULL: any */
+        const char *method; /* NULL: any */
         const char *pattern;
         enum api_auth auth;
-        bool streams;                /* the body goes to a stream the handler opens when
-                                      * the head is in (req->stream), not to memory */
+        bool streams; /* the body goes to a stream the handler opens when
+                       * the head is in (req->stream), not to memory */
         enum api_cap cap;
         api_handler *handler;
 };
@@ -75,7 +75,7 @@ struct api_match {
         bool method_ok;                /* false: the path's route lacks the method (405) */
         const char *name;              /* the {name} / {id} segments, or NULL */
         const char *id;
-        char segs[API_PATH_MAX + 1];   /* the path's segments, NUL-separated */
+        char segs[API_PATH_MAX + 1]; /* the path's segments, NUL-separated */
 };
 
 /* Match method and path (without the query) against the table. */

@@ -13,7 +13,7 @@
 
 static struct api_resp resp_init(void)
 {
-        struct api_resp resp = { .status = 0, .body_fd = -1 };
+        struct api_resp resp = {.status = 0, .body_fd = -1};
         buf_init(&resp.body, 0);
         return resp;
 }
@@ -81,56 +81,56 @@ struct want {
 
 /* What the four mappings this table replaced answered. */
 static const struct want wants[] = {
-        { API_ERR_CONTROL, EINVAL, 400, "invalid_argument" },
-        { API_ERR_CONTROL, EACCES, 401, "unauthenticated" },
-        { API_ERR_CONTROL, EDQUOT, 402, "cap_reached" },
-        { API_ERR_CONTROL, ENOENT, 404, "sandbox_not_found" },
-        { API_ERR_CONTROL, EPERM, 409, "not_enabled" },
-        { API_ERR_CONTROL, EBUSY, 409, "invalid_state" },
-        { API_ERR_CONTROL, ENOTSUP, 409, "unsupported_class" },
-        { API_ERR_CONTROL, E2BIG, 413, "too_large" },
-        { API_ERR_CONTROL, EHOSTDOWN, 502, "bring_up_failed" },
-        { API_ERR_CONTROL, EAGAIN, 503, "unavailable" },
-        { API_ERR_CONTROL, ENOMEM, 500, "internal" },
-        { API_ERR_CONTROL, EIO, 500, "internal" },
-        { API_ERR_ENTER, ENOENT, 401, "credential_stale" },
-        { API_ERR_ENTER, EHOSTDOWN, 502, "bring_up_failed" },
-        { API_ERR_ENTER, EAGAIN, 503, "unavailable" },
-        { API_ERR_ENTER, EIO, 500, "internal" },
-        { API_ERR_GONE, ENOENT, 404, "sandbox_not_found" },
-        { API_ERR_GONE, EPIPE, 404, "sandbox_not_found" },
-        { API_ERR_AGENT, ENOENT, 404, "process_not_found" },
-        { API_ERR_AGENT, EINVAL, 400, "invalid_argument" },
-        { API_ERR_AGENT, EDQUOT, 402, "cap_reached" },
-        { API_ERR_AGENT, EBUSY, 409, "invalid_state" },
-        { API_ERR_AGENT, EPIPE, 502, "bring_up_failed" },
-        { API_ERR_AGENT, EACCES, 502, "bring_up_failed" },
-        { API_ERR_AGENT, ETIME, 502, "bring_up_failed" },
-        { API_ERR_STDIN, ETIME, 408, "timeout" },
-        { API_ERR_STDIN, EBUSY, 409, "invalid_state" },
-        { API_ERR_STDIN, ENOENT, 404, "process_not_found" },
-        { API_ERR_STDIN, EREMOTEIO, 502, "bring_up_failed" },
-        { API_ERR_ROOT, ENOENT, 502, "bring_up_failed" },
-        { API_ERR_ROOT, EPIPE, 502, "bring_up_failed" },
-        { API_ERR_PATH, ENAMETOOLONG, 400, "invalid_argument" },
-        { API_ERR_PATH, EINVAL, 400, "invalid_argument" },
-        { API_ERR_FILE_READ, ENOENT, 404, "file_not_found" },
-        { API_ERR_FILE_READ, EACCES, 404, "file_not_found" },
-        { API_ERR_FILE_READ, EIO, 404, "file_not_found" },
-        { API_ERR_FILE_WRITE, ENOSPC, 402, "cap_reached" },
-        { API_ERR_FILE_WRITE, EDQUOT, 402, "cap_reached" },
-        { API_ERR_FILE_WRITE, EFBIG, 413, "too_large" },
-        { API_ERR_FILE_WRITE, E2BIG, 413, "too_large" },
-        { API_ERR_FILE_WRITE, ENOENT, 404, "file_not_found" },
-        { API_ERR_FILE_WRITE, ENOTDIR, 404, "file_not_found" },
-        { API_ERR_FILE_WRITE, EISDIR, 400, "invalid_argument" },
-        { API_ERR_FILE_WRITE, ENAMETOOLONG, 400, "invalid_argument" },
-        { API_ERR_FILE_WRITE, EACCES, 403, "permission_denied" },
-        { API_ERR_FILE_WRITE, EPERM, 403, "permission_denied" },
-        { API_ERR_FILE_WRITE, EROFS, 403, "permission_denied" },
-        { API_ERR_FILE_WRITE, EBUSY, 403, "permission_denied" },
-        { API_ERR_FILE_WRITE, ELOOP, 400, "invalid_argument" },
-        { API_ERR_FILE_WRITE, EIO, 400, "invalid_argument" },
+    {API_ERR_CONTROL, EINVAL, 400, "invalid_argument"},
+    {API_ERR_CONTROL, EACCES, 401, "unauthenticated"},
+    {API_ERR_CONTROL, EDQUOT, 402, "cap_reached"},
+    {API_ERR_CONTROL, ENOENT, 404, "sandbox_not_found"},
+    {API_ERR_CONTROL, EPERM, 409, "not_enabled"},
+    {API_ERR_CONTROL, EBUSY, 409, "invalid_state"},
+    {API_ERR_CONTROL, ENOTSUP, 409, "unsupported_class"},
+    {API_ERR_CONTROL, E2BIG, 413, "too_large"},
+    {API_ERR_CONTROL, EHOSTDOWN, 502, "bring_up_failed"},
+    {API_ERR_CONTROL, EAGAIN, 503, "unavailable"},
+    {API_ERR_CONTROL, ENOMEM, 500, "internal"},
+    {API_ERR_CONTROL, EIO, 500, "internal"},
+    {API_ERR_ENTER, ENOENT, 401, "credential_stale"},
+    {API_ERR_ENTER, EHOSTDOWN, 502, "bring_up_failed"},
+    {API_ERR_ENTER, EAGAIN, 503, "unavailable"},
+    {API_ERR_ENTER, EIO, 500, "internal"},
+    {API_ERR_GONE, ENOENT, 404, "sandbox_not_found"},
+    {API_ERR_GONE, EPIPE, 404, "sandbox_not_found"},
+    {API_ERR_AGENT, ENOENT, 404, "process_not_found"},
+    {API_ERR_AGENT, EINVAL, 400, "invalid_argument"},
+    {API_ERR_AGENT, EDQUOT, 402, "cap_reached"},
+    {API_ERR_AGENT, EBUSY, 409, "invalid_state"},
+    {API_ERR_AGENT, EPIPE, 502, "bring_up_failed"},
+    {API_ERR_AGENT, EACCES, 502, "bring_up_failed"},
+    {API_ERR_AGENT, ETIME, 502, "bring_up_failed"},
+    {API_ERR_STDIN, ETIME, 408, "timeout"},
+    {API_ERR_STDIN, EBUSY, 409, "invalid_state"},
+    {API_ERR_STDIN, ENOENT, 404, "process_not_found"},
+    {API_ERR_STDIN, EREMOTEIO, 502, "bring_up_failed"},
+    {API_ERR_ROOT, ENOENT, 502, "bring_up_failed"},
+    {API_ERR_ROOT, EPIPE, 502, "bring_up_failed"},
+    {API_ERR_PATH, ENAMETOOLONG, 400, "invalid_argument"},
+    {API_ERR_PATH, EINVAL, 400, "invalid_argument"},
+    {API_ERR_FILE_READ, ENOENT, 404, "file_not_found"},
+    {API_ERR_FILE_READ, EACCES, 404, "file_not_found"},
+    {API_ERR_FILE_READ, EIO, 404, "file_not_found"},
+    {API_ERR_FILE_WRITE, ENOSPC, 402, "cap_reached"},
+    {API_ERR_FILE_WRITE, EDQUOT, 402, "cap_reached"},
+    {API_ERR_FILE_WRITE, EFBIG, 413, "too_large"},
+    {API_ERR_FILE_WRITE, E2BIG, 413, "too_large"},
+    {API_ERR_FILE_WRITE, ENOENT, 404, "file_not_found"},
+    {API_ERR_FILE_WRITE, ENOTDIR, 404, "file_not_found"},
+    {API_ERR_FILE_WRITE, EISDIR, 400, "invalid_argument"},
+    {API_ERR_FILE_WRITE, ENAMETOOLONG, 400, "invalid_argument"},
+    {API_ERR_FILE_WRITE, EACCES, 403, "permission_denied"},
+    {API_ERR_FILE_WRITE, EPERM, 403, "permission_denied"},
+    {API_ERR_FILE_WRITE, EROFS, 403, "permission_denied"},
+    {API_ERR_FILE_WRITE, EBUSY, 403, "permission_denied"},
+    {API_ERR_FILE_WRITE, ELOOP, 400, "invalid_argument"},
+    {API_ERR_FILE_WRITE, EIO, 400, "invalid_argument"},
 };
 
 static void test_statuses_and_codes(void **state)
@@ -145,7 +145,7 @@ static void test_statuses_and_codes(void **state)
 static void test_messages(void **state)
 {
         struct api_resp resp = resp_init();
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         sbx_error_say(&err, ENOENT, "sandbox 'x' does not exist");
         api_error_errno(&resp, API_ERR_CONTROL, -ENOENT, &err);
         expect_message(&resp, 404, "sandbox_not_found", "sandbox 'x' does not exist");
@@ -178,13 +178,12 @@ static void test_messages(void **state)
 static void test_extra_members(void **state)
 {
         struct api_resp resp = resp_init();
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         sbx_error_say(&err, ETIME, "stdin not taken in time");
         api_error_errno_with(&resp, API_ERR_STDIN, -ETIME, &err, json_pack("{s:I}", "written", 7));
         assert_int_equal(buf_terminate(&resp.body), 0);
-        assert_string_equal(
-                resp.body.data,
-                "{\"error\":{\"code\":\"timeout\",\"message\":\"stdin not taken in time\",\"written\":7}}");
+        assert_string_equal(resp.body.data, "{\"error\":{\"code\":\"timeout\",\"message\":\"stdin "
+                                            "not taken in time\",\"written\":7}}");
         json_t *e = error_of(&resp, 408, "timeout");
         json_decref(e);
 }
@@ -193,7 +192,8 @@ static void test_extra_members(void **state)
  * 500: exactly its JSON text, no NUL after the closing brace. */
 static void test_fallback_body(void **state)
 {
-        static const char want[] = "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+        static const char want[] =
+            "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
         struct api_resp resp = resp_init();
         api_json(&resp, 200, NULL);
         assert_int_equal(resp.status, 500);
@@ -206,11 +206,9 @@ static void test_fallback_body(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_table_shape),
-                cmocka_unit_test(test_statuses_and_codes),
-                cmocka_unit_test(test_messages),
-                cmocka_unit_test(test_extra_members),
-                cmocka_unit_test(test_fallback_body),
+            cmocka_unit_test(test_table_shape),   cmocka_unit_test(test_statuses_and_codes),
+            cmocka_unit_test(test_messages),      cmocka_unit_test(test_extra_members),
+            cmocka_unit_test(test_fallback_body),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -202,9 +202,9 @@ static void test_table_shape(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_control_plane), cmocka_unit_test(test_data_plane),
-                cmocka_unit_test(test_streams_and_caps), cmocka_unit_test(test_no_route),
-                cmocka_unit_test(test_open_routes),  cmocka_unit_test(test_table_shape),
+            cmocka_unit_test(test_control_plane),    cmocka_unit_test(test_data_plane),
+            cmocka_unit_test(test_streams_and_caps), cmocka_unit_test(test_no_route),
+            cmocka_unit_test(test_open_routes),      cmocka_unit_test(test_table_shape),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

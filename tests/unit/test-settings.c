@@ -35,10 +35,10 @@ static int teardown(void **st)
 static int parse(struct settings *s, const char *flag, const char *value)
 {
         assert_int_equal(settings_defaults(s), 0);
-        char *argv[] = { "--state", state, (char *)flag, (char *)value, NULL };
+        char *argv[] = {"--state", state, (char *)flag, (char *)value, NULL};
         char **args = NULL;
-        int r = settings_parse(s, SET_SERVE | SET_URL, value ? 4 : 3, argv, NULL, NULL, NULL,
-                               &args);
+        int r =
+            settings_parse(s, SET_SERVE | SET_URL, value ? 4 : 3, argv, NULL, NULL, NULL, &args);
         free(args);
         return r;
 }
@@ -152,9 +152,9 @@ static void test_config_file(void **st)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_defaults), cmocka_unit_test(test_bounds),
-                cmocka_unit_test(test_zero_and_auto), cmocka_unit_test(test_enums),
-                cmocka_unit_test(test_config_file),
+            cmocka_unit_test(test_defaults),      cmocka_unit_test(test_bounds),
+            cmocka_unit_test(test_zero_and_auto), cmocka_unit_test(test_enums),
+            cmocka_unit_test(test_config_file),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

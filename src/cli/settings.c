@@ -39,7 +39,8 @@ struct option_def {
  * outside it is an error that names the setting, never clamped. */
 #define STR(key, f, groups, def, help) { key, K_STR, OFF(f), groups, def, help, 0, 0, 0, NULL }
 #define ENUM(key, f, groups, def, help, ...)                                                  \
-        { key, K_ENUM, OFF(f), groups, def, help, 0, 0, 0, (const char *const[]){ __VA_ARGS__, NULL } }
+        { key, K_ENUM, OFF(f), groups, def, help, 0, 0, 0,                                   \
+          (const char *const[]){ __VA_ARGS__, NULL } }
 #define BOOL(key, f, groups, def, help) { key, K_BOOL, OFF(f), groups, def, help, 0, 0, 0, NULL }
 #define INT(key, f, groups, def, min, max, also, help)                                       \
         { key, K_INT, OFF(f), groups, def, help, min, max, also, NULL }
@@ -102,7 +103,8 @@ static const struct option_def defs[] = {
         INT("max_connections_per_ip", max_connections_per_ip, SET_SERVE, NULL, 1, 1048576, 0,
             "concurrent HTTP connections from one client address (default a quarter of "
             "max_connections)"),
-        DURATION("request_head_timeout", request_head_timeout_ms, SET_SERVE, "10s", 0, HOUR, 0,
+        DURATION("request_head_timeout", request_head_timeout_ms, SET_SERVE, "10s", SEC, HOUR,
+                 V_ZERO,
                  "close a connection whose request line and headers take longer than this (0 = "
                  "never)"),
         INT("uid_base", uid_base, SET_SERVE, "auto", 65536, 4294901760, V_AUTO,

@@ -106,6 +106,10 @@ static void test_zero_and_auto(void **st)
         assert_int_equal(VALUE("--disk-limit", "16M", disk_limit), 16 << 20);
         expect_refused("--disk-limit", "8M");
         assert_int_equal(VALUE("--cpu-shares", "0", cpu_shares), 0);
+        /* The head watchdog looks a quarter of the deadline apart, at least
+         * 50 ms: a deadline under a second would not be kept. */
+        assert_int_equal(VALUE("--request-head-timeout", "0", request_head_timeout_ms), 0);
+        expect_refused("--request-head-timeout", "500ms");
         assert_int_equal(VALUE("--uid-base", "auto", uid_base), -1);
         assert_int_equal(VALUE("--uid-base", "65536", uid_base), 65536);
         assert_int_equal(VALUE("--dns-port", "auto", dns_port), -1);

@@ -37,8 +37,26 @@
 #define AGENT_RING_SIZE (1u << 20)          /* newest bytes kept per stream */
 #define AGENT_EXEC_MAX_OUTPUT (1u << 20)    /* exec: bytes kept per stream */
 #define AGENT_MAX_WAIT_MS 30000
-#define AGENT_MAX_ARGV 4096
-#define AGENT_MAX_ENV 4096
+#define AGENT_MAX_ARGV 4096                 /* command words of an EXEC / SPAWN */
+#define AGENT_MAX_ENV 4096                  /* environment variables of one */
+#define AGENT_PROC_ID_MAX 64                /* bytes of a process id */
+
+/* The process-id grammar, [A-Za-z0-9-]{1,64}: the daemon checks it before
+ * it asks the agent, so an id the agent could never have made is answered
+ * without a call. The TypeScript client keeps a copy of it
+ * (PROCESS_ID_RE in clients/typescript/src/client.ts). */
+static inline bool agent_proc_id_valid(const char *id)
+{
+        size_t n = 0;
+        for (; id[n]; n++) {
+                char c = id[n];
+                if (n == AGENT_PROC_ID_MAX ||
+                    !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '-'))
+                        return false;
+        }
+        return n > 0;
+}
 
 enum agent_msg_type {
         /* requests, daemon -> agent */
@@ -67,7 +85,7 @@ enum agent_tag {
         AGENT_T_TIMEOUT_MS = 4,   /* u64; 0 or absent = no deadline */
         AGENT_T_MAX_OUTPUT = 5,   /* u64; exec bytes kept per stream, default/max 1 MiB */
         AGENT_T_STDIN = 6,        /* bool; spawn with a stdin pipe */
-        AGENT_T_PROC_ID = 7,      /* string, [A-Za-z0-9-]{1,64} */
+        AGENT_T_PROC_ID = 7,      /* string, agent_proc_id_valid() */
         AGENT_T_STDOUT_FROM = 8,  /* u64 */
         AGENT_T_STDERR_FROM = 9,  /* u64 */
         AGENT_T_WAIT_MS = 10,     /* u64, clamped to AGENT_MAX_WAIT_MS */
@@ -100,7 +118,7 @@ enum agent_tag {
 /* Error classes; the daemon maps them to HTTP statuses. */
 enum agent_err {
         AGENT_E_INVALID = 1,   /* 400 invalid_argument */
-        AGENT_E_NOT_FOUND = 2, /* 404 not_found (unknown process id) */
+        AGENT_E_NOT_FOUND = 2, /* 404 process_not_found (unknown process id) */
         AGENT_E_CAP = 3,       /* 402 cap_reached (64 running processes) */
         AGENT_E_STATE = 4,     /* 409 invalid_state (stdin not open) */
         AGENT_E_INTERNAL = 5,  /* 500 */

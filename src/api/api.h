@@ -1,122 +1,51 @@
 /* SPDX-License-Identifier: MIT */
-/* The HTTP API: server (http.c), routes and handlers (routes.c), the
- * one place where errors become JSON error bodies (api_error). */
+/* The HTTP API: the server (http.c), the route table (routes.c), who is
+ * calling (auth.c), the handlers (control.c, dataplane.c, files.c), the
+ * response bodies (respond.c) and the one errno-to-HTTP table (errors.h).
+ *
+ * Built by api_new from its configuration, the manager and the keys, then
+ * started, drained, stopped and freed by the daemon's composition root
+ * (cmd-serve.c). struct api is the API's own (api-internal.h). */
 #pragma once
 
-#include <microhttpd.h>
-#include <jansson.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdbool.h>
 #include <stdint.h>
 
 #include "../common/util.h"
-#include "../manager/manager.h"
-#include "conns.h"
 #include "keys.h"
-#include "ratelimit.h"
 
+struct api;
+struct manager;
+
+/* The strings and keys_ext are referenced, not copied: they outlive the api. */
 struct api_config {
-        const char *listen;          /* ADDR:PORT */
-        const char *url;             /* public base URL (iss, endpoints) */
+        const char *listen;    /* ADDR:PORT */
+        const char *url;       /* public base URL (iss, endpoints) */
+        const char *state_dir; /* where the key files are */
+        /* External issuers, loaded again with the own keys on SIGHUP. NULL = none. */
+        const struct keys_external_config *keys_ext;
         int64_t credential_ttl_ms;
         int64_t token_leeway_ms;
         int64_t max_body_bytes;
         int64_t max_file_bytes;
         int64_t max_connections;
-        int64_t max_connections_per_ip; /* 0 = a quarter of max_connections */
+        int64_t max_connections_per_ip;  /* 0 = a quarter of max_connections */
         int64_t request_head_timeout_ms; /* 0 = none */
-        int64_t rate_limit;          /* requests/s per deployment; 0 = off */
-        int64_t rate_burst;          /* 0 = 2 x rate_limit */
+        int64_t rate_limit;              /* requests/s per deployment; 0 = off */
+        int64_t rate_burst;              /* 0 = 2 x rate_limit */
 };
 
-struct api_metrics {
-        atomic_ullong requests;
-        atomic_ullong responses_by_class[6]; /* 1xx..5xx */
-        atomic_ullong execs;
-        atomic_ullong exec_ms_total;
-        atomic_ullong bytes_in, bytes_out;
-        atomic_ullong rate_limited;  /* requests refused with 429 */
-};
-
-struct api {
-        struct api_config cfg;
-        struct manager *mgr;
-        struct keyring *keys;        /* guarded by keys_lock; swapped on SIGHUP */
-        pthread_mutex_t keys_lock;
-        /* External issuers, loaded again with the own keys on SIGHUP; owned
-         * by the caller of api_start and outliving the api. NULL = none. */
-        const struct keys_external_config *keys_ext;
-        struct ratelimit *ratelimit; /* NULL when rate_limit is 0 */
-        const char *state_dir;
-        struct MHD_Daemon *mhd;
-        struct api_metrics metrics;
-        atomic_bool draining;        /* shutting down: answer 503 */
-        atomic_int inflight;         /* requests between headers and completion */
-        struct api_conns conns;      /* every connection, for the head deadline */
-};
-
-/* One request as the handlers see it. */
-struct api_req {
-        struct MHD_Connection *conn;
-        const char *method;
-        const char *path;            /* without the query */
-        struct buf body;
-        bool body_too_large;
-        int64_t started_us;
-        struct files_upload *upload; /* a streamed PUT {endpoint}/files */
-        bool streaming;              /* body goes to upload, not to body */
-        struct api_resp *early;      /* an answer decided before the body */
-        bool started;                /* the head is in (the handler's first call) */
-        bool bad_uri;                /* the raw URI holds %00 */
-};
-
-struct api_resp {
-        unsigned status;
-        const char *content_type;
-        struct buf body;             /* JSON or raw bytes */
-        int body_fd;                 /* >= 0: send this file instead (owned) */
-        uint64_t body_fd_len;
-        char retry_after[16];        /* Retry-After header when set */
-};
+/* A new API on mgr with keys (owned by the api on success). -EINVAL for
+ * a bad rate limit, -ENOMEM. Nothing listens before api_start. */
+int api_new(const struct api_config *cfg, struct manager *mgr, struct keyring *keys,
+            struct api **ret, struct sbx_error *err);
+/* Stop it if it runs, then free it and its keys. NULL is allowed. */
+void api_free(struct api *a);
 
 int api_start(struct api *a, struct sbx_error *err);
 /* Stop taking connections, answer 503 to new requests on open ones, and
  * wait up to grace_ms for the requests in flight (an exec, a long poll)
- * to end. True when none is left; then api_stop() returns at once. */
-bool api_drain(struct api *a, int64_t grace_ms);
+ * to end. Returns how many are left: 0, and api_stop() returns at once. */
+int api_drain(struct api *a, int64_t grace_ms);
 /* Load the key files again (after `sandboxd key rotate|remove`). */
 void api_reload_keys(struct api *a);
-/* A reference to the current keyring; keyring_free() it after use. */
-struct keyring *api_keys(struct api *a);
 void api_stop(struct api *a);
-
-/* Route one complete request; fills resp. */
-void api_route(struct api *a, struct api_req *req, struct api_resp *resp);
-
-/* Verify the data-plane credential of req for sandbox `name` and enter it
- * (mgr_enter); NULL with resp set on failure. mgr_leave() it after. */
-struct sandbox *api_enter_data_plane(struct api *a, struct api_req *req, const char *name,
-                                     struct api_resp *resp);
-
-/* Set resp to the API's error body {"error":{"code","message"}}. */
-void api_error(struct api_resp *resp, unsigned status, const char *code, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
-/* Map a -errno from manager/runtime/agent to status + code, message from err. */
-void api_error_errno(struct api_resp *resp, int r, const struct sbx_error *err);
-/* Serialize j (stolen) as the response body with status. */
-void api_json(struct api_resp *resp, unsigned status, json_t *j);
-/* Like api_json, with two byte strings added to the object head as JSON
- * strings (invalid UTF-8 as U+FFFD), written without intermediate copies. */
-void api_json_text(struct api_resp *resp, unsigned status, json_t *head, const char *k1,
-                   const void *d1, size_t l1, const char *k2, const void *d2, size_t l2);
-/* Query parameter, or NULL. */
-const char *api_query(struct api_req *req, const char *key);
-/* The same with its length (a value may hold a NUL; the URI is refused
- * before routing when it does, so this is a second line). */
-const char *api_query_n(struct api_req *req, const char *key, size_t *ret_len);
-const char *api_header(struct api_req *req, const char *key);
-
-/* Replace invalid UTF-8 in bytes with U+FFFD; returns a malloc'd string
- * (ret_len without the NUL). */
-char *utf8_sanitize(const uint8_t *data, size_t len, size_t *ret_len);

@@ -9,20 +9,14 @@
 
 #include "../agent/client.h"
 #include "../common/log.h"
-#include "files.h"
+#include "api-internal.h"
+#include "errors.h"
 
-#define MAX_ARGS 4096
-#define MAX_ENV 4096
+/* The API's own cap on a command and its environment together, below
+ * what the agent accepts. */
 #define MAX_ARG_BYTES (256u << 10)
 /* How long a stdin write waits for the process to take its bytes. */
 #define STDIN_TIMEOUT_MS 10000
-
-static void no_content(struct api_resp *resp)
-{
-        resp->status = 204;
-        resp->content_type = NULL;
-        resp->body.len = 0;
-}
 
 static json_t *parse_body(struct api_req *req, struct api_resp *resp)
 {
@@ -49,8 +43,8 @@ static const char *c_string(json_t *v)
 
 struct cmd_holder {
         struct agent_cmd cmd;
-        const char *argv[MAX_ARGS + 1];
-        char *env[MAX_ENV + 1];
+        const char *argv[AGENT_MAX_ARGV + 1];
+        char *env[AGENT_MAX_ENV + 1];
         size_t envc;
 };
 
@@ -60,17 +54,16 @@ static void cmd_holder_free(struct cmd_holder *h)
                 free(h->env[i]);
 }
 
-/* command, cwd, env (and stdin for spawn) from an ExecRequest/SpawnRequest. */
-static int parse_cmd(json_t *body, struct cmd_holder *h, struct api_resp *resp)
+static int parse_argv(json_t *body, struct cmd_holder *h, size_t *total, struct api_resp *resp)
 {
-        memset(&h->cmd, 0, sizeof(h->cmd));
-        h->envc = 0;
         json_t *cmd = json_object_get(body, "command");
-        if (!json_is_array(cmd) || json_array_size(cmd) == 0 || json_array_size(cmd) > MAX_ARGS) {
-                api_error(resp, 400, "invalid_argument", "command: expected a non-empty array of strings");
+        if (!json_is_array(cmd) || json_array_size(cmd) == 0 ||
+            json_array_size(cmd) > AGENT_MAX_ARGV) {
+                api_error(resp, 400, "invalid_argument",
+                          "command: expected a non-empty array of strings");
                 return -1;
         }
-        size_t i, total = 0;
+        size_t i;
         json_t *v;
         json_array_foreach(cmd, i, v) {
                 const char *s = c_string(v);
@@ -79,62 +72,87 @@ static int parse_cmd(json_t *body, struct cmd_holder *h, struct api_resp *resp)
                                   "command[%zu]: expected a string without NUL bytes", i);
                         return -1;
                 }
-                total += strlen(s) + 1;
+                *total += strlen(s) + 1;
                 h->argv[i] = s;
         }
         h->argv[i] = NULL;
         h->cmd.argv = h->argv;
         h->cmd.argc = i;
+        return 0;
+}
+
+static int parse_cwd(json_t *body, struct cmd_holder *h, struct api_resp *resp)
+{
         json_t *cwd = json_object_get(body, "cwd");
-        if (cwd && !json_is_null(cwd)) {
-                const char *s = c_string(cwd);
-                if (!s || !*s || strlen(s) > 4095) {
-                        api_error(resp, 400, "invalid_argument", "cwd: expected a path");
-                        return -1;
-                }
-                h->cmd.cwd = s;
+        if (!cwd || json_is_null(cwd))
+                return 0;
+        const char *s = c_string(cwd);
+        if (!s || !*s || strlen(s) > 4095) {
+                api_error(resp, 400, "invalid_argument", "cwd: expected a path");
+                return -1;
         }
+        h->cmd.cwd = s;
+        return 0;
+}
+
+static int parse_env(json_t *body, struct cmd_holder *h, size_t *total, struct api_resp *resp)
+{
         json_t *env = json_object_get(body, "env");
-        if (env && !json_is_null(env)) {
-                if (!json_is_object(env) || json_object_size(env) > MAX_ENV) {
-                        api_error(resp, 400, "invalid_argument", "env: expected an object of strings");
+        if (env && !json_is_null(env) &&
+            (!json_is_object(env) || json_object_size(env) > AGENT_MAX_ENV)) {
+                api_error(resp, 400, "invalid_argument", "env: expected an object of strings");
+                return -1;
+        }
+        const char *k;
+        json_t *v;
+        json_object_foreach(env, k, v) {
+                const char *val = c_string(v);
+                if (!*k || strchr(k, '=') || !val) {
+                        api_error(resp, 400, "invalid_argument", "env: bad variable '%.64s'", k);
                         return -1;
                 }
-                const char *k;
-                json_object_foreach(env, k, v) {
-                        const char *val = c_string(v);
-                        if (!*k || strchr(k, '=') || !val) {
-                                api_error(resp, 400, "invalid_argument",
-                                          "env: bad variable '%.64s'", k);
-                                return -1;
-                        }
-                        size_t n = strlen(k) + strlen(val) + 2;
-                        total += n;
-                        char *kv = malloc(n);
-                        if (!kv) {
-                                api_error(resp, 503, "unavailable", "out of memory");
-                                return -1;
-                        }
-                        snprintf(kv, n, "%s=%s", k, val);
-                        h->env[h->envc++] = kv;
+                char *kv = NULL;
+                int n = asprintf(&kv, "%s=%s", k, val);
+                if (n < 0) {
+                        api_error(resp, 503, "unavailable", "out of memory");
+                        return -1;
                 }
+                *total += (size_t)n + 1;
+                h->env[h->envc++] = kv;
         }
         h->env[h->envc] = NULL;
         h->cmd.env = (const char *const *)h->env;
         h->cmd.envc = h->envc;
+        return 0;
+}
+
+static int parse_stdin(json_t *body, struct cmd_holder *h, struct api_resp *resp)
+{
+        json_t *in = json_object_get(body, "stdin");
+        if (!in || json_is_null(in))
+                return 0;
+        if (!json_is_boolean(in)) {
+                api_error(resp, 400, "invalid_argument", "stdin: expected a boolean");
+                return -1;
+        }
+        h->cmd.stdin_pipe = json_is_true(in);
+        return 0;
+}
+
+/* command, cwd, env (and stdin for spawn) from an ExecRequest/SpawnRequest. */
+static int parse_cmd(json_t *body, struct cmd_holder *h, struct api_resp *resp)
+{
+        memset(&h->cmd, 0, sizeof(h->cmd));
+        h->envc = 0;
+        size_t total = 0;
+        if (parse_argv(body, h, &total, resp) < 0 || parse_cwd(body, h, resp) < 0 ||
+            parse_env(body, h, &total, resp) < 0)
+                return -1;
         if (total > MAX_ARG_BYTES) {
                 api_error(resp, 413, "too_large", "command and env over %u bytes", MAX_ARG_BYTES);
                 return -1;
         }
-        json_t *in = json_object_get(body, "stdin");
-        if (in && !json_is_null(in)) {
-                if (!json_is_boolean(in)) {
-                        api_error(resp, 400, "invalid_argument", "stdin: expected a boolean");
-                        return -1;
-                }
-                h->cmd.stdin_pipe = json_is_true(in);
-        }
-        return 0;
+        return parse_stdin(body, h, resp);
 }
 
 /* Output bytes as a JSON string, invalid UTF-8 replaced by U+FFFD. */
@@ -147,28 +165,19 @@ static json_t *text_json(const uint8_t *data, size_t len)
         return j;
 }
 
-/* An agent call failed: map agent errors, or a lost sandbox. */
+/* An agent call failed: the agent's error, or a sandbox lost meanwhile. */
 static void agent_failure(struct sandbox *sb, int r, const struct sbx_error *err,
                           struct api_resp *resp)
 {
         if (mgr_sandbox_gone(sb)) {
-                api_error(resp, 404, "sandbox_not_found", "the sandbox was deleted while the call ran");
+                struct sbx_error gone = { 0 };
+                sbx_error_say(&gone, ENOENT, "the sandbox was deleted while the call ran");
+                api_error_errno(resp, API_ERR_GONE, r, &gone);
                 return;
         }
-        switch (r) {
-        case -ENOENT:
-                /* The agent's one "missing" is a process id. */
-                api_error(resp, 404, "process_not_found", "%s", err->msg);
-                return;
-        case -EINVAL:
-        case -EDQUOT:
-        case -EBUSY:
-                api_error_errno(resp, r, err);
-                return;
-        default:
+        if (api_errno_lookup(API_ERR_AGENT, r)->status >= 500)
                 log_error("agent call failed: %s", err->msg);
-                api_error(resp, 502, "bring_up_failed", "sandbox agent: %s", err->msg);
-        }
+        api_error_errno(resp, API_ERR_AGENT, r, err);
 }
 
 /* Connecting failed because nothing listens any more: the agent died (it
@@ -206,9 +215,11 @@ static json_t *status_json(const struct agent_proc_status *st)
         return j;
 }
 
-static void handle_exec(struct api *a, struct api_req *req, struct sandbox *sb,
-                        struct api_resp *resp)
+void dataplane_exec(struct api_call *c, struct api_resp *resp)
 {
+        struct api *a = c->a;
+        struct api_req *req = c->req;
+        struct sandbox *sb = c->sb;
         json_t *body = parse_body(req, resp);
         if (!body)
                 return;
@@ -250,9 +261,11 @@ static void handle_exec(struct api *a, struct api_req *req, struct sandbox *sb,
         agent_exec_result_free(&res);
 }
 
-static void handle_spawn(struct api *a, struct api_req *req, struct sandbox *sb,
-                         struct api_resp *resp)
+void dataplane_spawn(struct api_call *c, struct api_resp *resp)
 {
+        struct api *a = c->a;
+        struct api_req *req = c->req;
+        struct sandbox *sb = c->sb;
         json_t *body = parse_body(req, resp);
         if (!body)
                 return;
@@ -277,8 +290,10 @@ static void handle_spawn(struct api *a, struct api_req *req, struct sandbox *sb,
         agent_proc_status_free(&st);
 }
 
-static void handle_list(struct api *a, struct sandbox *sb, struct api_resp *resp)
+void dataplane_list(struct api_call *c, struct api_resp *resp)
 {
+        struct api *a = c->a;
+        struct sandbox *sb = c->sb;
         struct agent_proc_list l = { 0 };
         struct sbx_error err = { 0 };
         int r = agent_list(mgr_agent(sb), &l, &err);
@@ -318,9 +333,12 @@ static int query_u64(struct api_req *req, const char *key, uint64_t max, uint64_
         return 0;
 }
 
-static void handle_poll(struct api *a, struct api_req *req, struct sandbox *sb, const char *id,
-                        struct api_resp *resp)
+void dataplane_poll(struct api_call *c, struct api_resp *resp)
 {
+        struct api *a = c->a;
+        struct api_req *req = c->req;
+        struct sandbox *sb = c->sb;
+        const char *id = c->id;
         uint64_t out_from, err_from, wait;
         if (query_u64(req, "stdoutFrom", INT64_MAX, &out_from) < 0 ||
             query_u64(req, "stderrFrom", INT64_MAX, &err_from) < 0) {
@@ -350,9 +368,12 @@ static void handle_poll(struct api *a, struct api_req *req, struct sandbox *sb, 
         agent_poll_result_free(&p);
 }
 
-static void handle_signal(struct api *a, struct api_req *req, struct sandbox *sb, const char *id,
-                          struct api_resp *resp)
+void dataplane_signal(struct api_call *c, struct api_resp *resp)
 {
+        struct api *a = c->a;
+        struct api_req *req = c->req;
+        struct sandbox *sb = c->sb;
+        const char *id = c->id;
         const char *name = "TERM";
         json_t *body = NULL;
         if (req->body.len) {
@@ -382,11 +403,14 @@ static void handle_signal(struct api *a, struct api_req *req, struct sandbox *sb
         if (r < 0)
                 agent_failure(sb, r, &err, resp);
         else
-                no_content(resp);
+                api_no_content(resp);
 }
 
-static void handle_kill(struct api *a, struct sandbox *sb, const char *id, struct api_resp *resp)
+void dataplane_kill(struct api_call *c, struct api_resp *resp)
 {
+        struct api *a = c->a;
+        struct sandbox *sb = c->sb;
+        const char *id = c->id;
         struct sbx_error err = { 0 };
         int r = agent_kill(mgr_agent(sb), id, &err);
         if (r < 0 && should_retry(a, sb, r))
@@ -394,18 +418,20 @@ static void handle_kill(struct api *a, struct sandbox *sb, const char *id, struc
         if (r < 0)
                 agent_failure(sb, r, &err, resp);
         else
-                no_content(resp);
+                api_no_content(resp);
 }
 
-static void handle_stdin(struct api *a, struct api_req *req, struct sandbox *sb, const char *id,
-                         struct api_resp *resp)
+void dataplane_stdin(struct api_call *c, struct api_resp *resp)
 {
-        const char *c = api_query(req, "close");
+        struct api_req *req = c->req;
+        struct sandbox *sb = c->sb;
+        const char *id = c->id;
+        const char *close_arg = api_query(req, "close");
         bool close_it = false;
-        if (c) {
-                if (!strcmp(c, "true") || !strcmp(c, "1"))
+        if (close_arg) {
+                if (!strcmp(close_arg, "true") || !strcmp(close_arg, "1"))
                         close_it = true;
-                else if (strcmp(c, "false") && strcmp(c, "0")) {
+                else if (strcmp(close_arg, "false") && strcmp(close_arg, "0")) {
                         api_error(resp, 400, "invalid_argument", "close: true or false");
                         return;
                 }
@@ -415,77 +441,12 @@ static void handle_stdin(struct api *a, struct api_req *req, struct sandbox *sb,
         int r = agent_stdin(mgr_agent(sb), id, req->body.data, req->body.len, close_it,
                             STDIN_TIMEOUT_MS, &written, &err);
         if (r == -ETIME) {
-                /* The first `written` bytes reached the process, the rest was
-                 * dropped: the client can resume from there. */
-                api_json(resp, 408,
-                         json_pack("{s:{s:s,s:s,s:I}}", "error", "code", "timeout", "message",
-                                   err.msg, "written", (json_int_t)written));
+                api_error_errno_with(resp, API_ERR_STDIN, r, &err,
+                                     json_pack("{s:I}", "written", (json_int_t)written));
                 return;
         }
         if (r < 0)
                 agent_failure(sb, r, &err, resp);
         else
-                no_content(resp);
-}
-
-static bool proc_id_ok(const char *id)
-{
-        size_t n = strlen(id);
-        if (n == 0 || n > 64)
-                return false;
-        for (const char *p = id; *p; p++)
-                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                      (*p >= '0' && *p <= '9') || *p == '-'))
-                        return false;
-        return true;
-}
-
-bool dataplane_route_exists(const char *const *seg, size_t n)
-{
-        if (n == 1)
-                return !strcmp(seg[0], "exec") || !strcmp(seg[0], "processes") ||
-                       !strcmp(seg[0], "files");
-        if (n == 2 && !strcmp(seg[0], "files"))
-                return !strcmp(seg[1], "list");
-        if (!strcmp(seg[0], "processes"))
-                return n == 2 || (n == 3 && (!strcmp(seg[2], "signal") || !strcmp(seg[2], "stdin")));
-        return false;
-}
-
-void dataplane_handle(struct api *a, struct api_req *req, struct sandbox *sb,
-                      const char *const *seg, size_t n, struct api_resp *resp)
-{
-        const char *m = req->method;
-        bool get = !strcmp(m, "GET"), post = !strcmp(m, "POST"), del = !strcmp(m, "DELETE");
-        size_t plen = strlen(req->path);
-        if (!strcmp(seg[0], "exec") && post) {
-                handle_exec(a, req, sb, resp);
-        } else if (!strcmp(seg[0], "processes") && n == 1 && plen && req->path[plen - 1] == '/') {
-                /* "processes/" or "processes/%2F": an empty process id, which
-                 * must not read as the list (empty segments are skipped). */
-                api_error(resp, 404, "process_not_found", "no such process");
-        } else if (!strcmp(seg[0], "processes") && n == 1 && (get || post)) {
-                if (post)
-                        handle_spawn(a, req, sb, resp);
-                else
-                        handle_list(a, sb, resp);
-        } else if (!strcmp(seg[0], "processes") && n >= 2) {
-                if (!proc_id_ok(seg[1])) {
-                        api_error(resp, 404, "process_not_found", "no such process");
-                } else if (n == 2 && get) {
-                        handle_poll(a, req, sb, seg[1], resp);
-                } else if (n == 2 && del) {
-                        handle_kill(a, sb, seg[1], resp);
-                } else if (n == 3 && post && !strcmp(seg[2], "signal")) {
-                        handle_signal(a, req, sb, seg[1], resp);
-                } else if (n == 3 && post && !strcmp(seg[2], "stdin")) {
-                        handle_stdin(a, req, sb, seg[1], resp);
-                } else {
-                        api_error(resp, 405, "invalid_argument", "method %s not allowed here", m);
-                }
-        } else if (!strcmp(seg[0], "files")) {
-                files_handle(a, req, sb, seg, n, resp);
-        } else {
-                api_error(resp, 405, "invalid_argument", "method %s not allowed here", m);
-        }
+                api_no_content(resp);
 }

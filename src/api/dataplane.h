@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* Data-plane handlers: {endpoint}/exec, /processes..., /files...
- * Called with the sandbox entered (running, credential checked). */
+/* Data-plane handlers: {endpoint}/exec and /processes[/{id}[/signal|/stdin]].
+ * Called with the credential checked and the sandbox entered (c->sb), and
+ * {id} valid (agent_proc_id_valid). */
 #pragma once
 
-#include "api.h"
+#include "routes.h"
 
-/* Whether {endpoint}/<seg...> names a data-plane route (before auth, so an
- * unknown path is a 404 whatever the credential). */
-bool dataplane_route_exists(const char *const *seg, size_t n);
-void dataplane_handle(struct api *a, struct api_req *req, struct sandbox *sb,
-                      const char *const *seg, size_t n, struct api_resp *resp);
+api_handler dataplane_exec;   /* POST   {endpoint}/exec */
+api_handler dataplane_spawn;  /* POST   {endpoint}/processes */
+api_handler dataplane_list;   /* GET    {endpoint}/processes */
+api_handler dataplane_poll;   /* GET    {endpoint}/processes/{id} */
+api_handler dataplane_kill;   /* DELETE {endpoint}/processes/{id} */
+api_handler dataplane_signal; /* POST   {endpoint}/processes/{id}/signal */
+api_handler dataplane_stdin;  /* POST   {endpoint}/processes/{id}/stdin */

@@ -13,6 +13,8 @@
 #include "../agent/client.h"
 #include "../common/inroot.h"
 #include "../common/log.h"
+#include "api-internal.h"
+#include "errors.h"
 
 /* A listing is built in memory: a sandbox must not make the daemon hold
  * an unbounded one. */
@@ -36,69 +38,8 @@ static int get_root(struct api *a, struct sandbox *sb, int *ret, struct api_resp
         struct sbx_error err = { 0 };
         int r = mgr_root(a->mgr, sb, ret, &err);
         if (r < 0)
-                api_error_errno(resp, mgr_sandbox_gone(sb) ? -ENOENT : -EHOSTDOWN, &err);
+                api_error_errno(resp, mgr_sandbox_gone(sb) ? API_ERR_GONE : API_ERR_ROOT, r, &err);
         return r;
-}
-
-/* A read or a listing that failed: always 404, as the documented client
- * says of anything it cannot read, with a message saying why. */
-static void read_error(struct api_resp *resp, int r, const char *what, const char *path)
-{
-        const char *why = r == -ENOENT    ? "no such file or directory"
-                          : r == -EISDIR  ? "is a directory"
-                          : r == -ENOTDIR ? "not a directory"
-                          : r == -EPERM   ? "not one of the sandbox's own files"
-                          : r == -EACCES  ? "the sandbox's own permissions forbid it"
-                          : r == -ELOOP   ? "too many symbolic links"
-                                          : "not a regular file or directory";
-        api_error(resp, 404, "file_not_found", "%s %s: %s", what, path, why);
-}
-
-/* What a failed file operation answers. The message names the path and
- * what is wrong, never an errno string a client cannot act on. */
-static void fs_error(struct api_resp *resp, int r, const char *what, const char *path)
-{
-        switch (-r) {
-        case ENOSPC:
-        case EDQUOT:
-                api_error(resp, 402, "cap_reached", "%s %s: the sandbox's disk is full", what, path);
-                break;
-        case E2BIG:
-        case EFBIG:
-                api_error(resp, 413, "too_large", "%s %s: over the file size cap", what, path);
-                break;
-        case ENOENT:
-                api_error(resp, 404, "file_not_found", "%s %s: no such file or directory", what,
-                          path);
-                break;
-        case ENOTDIR:
-                api_error(resp, 404, "file_not_found", "%s %s: a component of the path is not a directory",
-                          what, path);
-                break;
-        case EISDIR:
-                api_error(resp, 400, "invalid_argument", "%s %s: is a directory", what, path);
-                break;
-        case ENAMETOOLONG:
-                api_error(resp, 400, "invalid_argument",
-                          "%s %s: a name in the path is over %d bytes, or the path over %d", what,
-                          path, NAME_MAX, INROOT_PATH_MAX - 1);
-                break;
-        case EACCES:
-        case EPERM:
-        case EROFS:
-                api_error(resp, 403, "permission_denied",
-                          "%s %s: the sandbox's own permissions forbid it", what, path);
-                break;
-        case EBUSY:
-                api_error(resp, 403, "permission_denied",
-                          "%s %s: a file sandboxd provides read-only inside the sandbox", what, path);
-                break;
-        case ELOOP:
-                api_error(resp, 400, "invalid_argument", "%s %s: too many symbolic links", what, path);
-                break;
-        default:
-                api_error(resp, 400, "invalid_argument", "%s %s: %s", what, path, strerror(-r));
-        }
 }
 
 /* The path query parameter, normalized (relative to /workspace, no "//"
@@ -118,51 +59,48 @@ static bool path_arg(struct api_req *req, struct api_resp *resp, bool allow_defa
                 return false;
         }
         int r = inroot_normalize(p, out, INROOT_PATH_MAX);
-        if (r == -ENAMETOOLONG) {
-                api_error(resp, 400, "invalid_argument",
-                          "path: a file or directory name is at most %d bytes, a path at most %d",
-                          NAME_MAX, INROOT_PATH_MAX - 1 - 11);
-                return false;
-        }
         if (r < 0) {
-                api_error(resp, 400, "invalid_argument", "path: not a usable path");
+                api_error_path(resp, API_ERR_PATH, r, "path", NULL);
                 return false;
         }
         return true;
 }
 
-static void handle_read(struct api *a, struct api_req *req, struct sandbox *sb,
-                        struct api_resp *resp)
+/* Open path for reading as the sandbox's root: a regular file of the
+ * sandbox's own; fd or -errno. */
+static int open_for_read(int root, const char *path, struct stat *st)
 {
-        char path[INROOT_PATH_MAX];
-        if (!path_arg(req, resp, false, path))
-                return;
-        _cleanup_close_ int root = -1;
-        int r = get_root(a, sb, &root, resp);
-        if (r < 0)
-                return;
-        inroot_become(mgr_sandbox_uid(a->mgr, sb));
         /* O_PATH first: a FIFO or device is refused before it is opened. */
         _cleanup_close_ int p = inroot_open(root, path, O_PATH, 0);
-        int fd = -1;
-        if (p >= 0 && (r = inroot_check_fs(p, false)) == 0) {
-                char proc[64];
-                snprintf(proc, sizeof(proc), "/proc/self/fd/%d", p);
-                fd = open(proc, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-                if (fd < 0)
-                        r = -errno;
-        } else if (p < 0) {
-                r = p;
-        }
-        inroot_unbecome();
+        if (p < 0)
+                return p;
+        int r = inroot_check_fs(p, false);
+        if (r < 0)
+                return r;
+        char proc[64];
+        if ((r = path_printf(proc, sizeof(proc), "/proc/self/fd/%d", p)) < 0)
+                return r;
+        _cleanup_close_ int fd = open(proc, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0 || fstat(fd, st) < 0)
+                return -errno;
+        return TAKE_FD(fd);
+}
+
+void files_read(struct api_call *c, struct api_resp *resp)
+{
+        struct api *a = c->a;
+        char path[INROOT_PATH_MAX];
+        if (!path_arg(c->req, resp, false, path))
+                return;
+        _cleanup_close_ int root = -1;
+        if (get_root(a, c->sb, &root, resp) < 0)
+                return;
         struct stat st;
-        if (fd >= 0 && fstat(fd, &st) < 0) {
-                r = -errno;
-                close(fd);
-                fd = -1;
-        }
+        inroot_become(mgr_sandbox_uid(a->mgr, c->sb));
+        int fd = open_for_read(root, path, &st);
+        inroot_unbecome();
         if (fd < 0) {
-                read_error(resp, r, "cannot read", path);
+                api_error_path(resp, API_ERR_FILE_READ, fd, "cannot read", path);
                 return;
         }
         resp->status = 200;
@@ -172,75 +110,84 @@ static void handle_read(struct api *a, struct api_req *req, struct sandbox *sb,
         resp->body_fd_len = (uint64_t)st.st_size;
 }
 
-static void handle_list(struct api *a, struct api_req *req, struct sandbox *sb,
-                        struct api_resp *resp)
+static json_t *entry_json(DIR *d, const struct dirent *de)
 {
+        bool isdir = de->d_type == DT_DIR;
+        if (de->d_type == DT_UNKNOWN) {
+                struct stat st;
+                isdir = fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                        S_ISDIR(st.st_mode);
+        }
+        size_t n = 0;
+        char *name = utf8_sanitize((const uint8_t *)de->d_name, strlen(de->d_name), &n);
+        json_t *j = json_pack("{s:s%,s:b}", "name", name ? name : "", name ? n : 0, "isDirectory",
+                              isdir);
+        free(name);
+        return j;
+}
+
+/* The entries of directory fd (consumed) into arr; -E2BIG past
+ * MAX_LIST_ENTRIES. */
+static int list_dir(int fd, json_t *arr)
+{
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return 0;
+        }
+        int r = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                if (json_array_size(arr) >= MAX_LIST_ENTRIES) {
+                        r = -E2BIG;
+                        break;
+                }
+                json_array_append_new(arr, entry_json(d, de));
+        }
+        closedir(d);
+        return r;
+}
+
+/* List path as the sandbox's root into arr: -errno when it is no
+ * directory of the sandbox's own, -E2BIG when it holds too many. */
+static int list_path(int root, const char *path, json_t *arr)
+{
+        int fd = inroot_open(root, path, O_RDONLY | O_DIRECTORY, 0);
+        if (fd < 0)
+                return fd;
+        int r = inroot_check_fs(fd, true);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        return list_dir(fd, arr) < 0 ? -E2BIG : 1;
+}
+
+void files_list(struct api_call *c, struct api_resp *resp)
+{
+        struct api *a = c->a;
         char path[INROOT_PATH_MAX];
-        if (!path_arg(req, resp, true, path))
+        if (!path_arg(c->req, resp, true, path))
                 return;
         _cleanup_close_ int root = -1;
-        int r = get_root(a, sb, &root, resp);
-        if (r < 0)
+        if (get_root(a, c->sb, &root, resp) < 0)
                 return;
-        inroot_become(mgr_sandbox_uid(a->mgr, sb));
-        int fd = inroot_open(root, path, O_RDONLY | O_DIRECTORY, 0);
-        if (fd >= 0 && (r = inroot_check_fs(fd, true)) < 0) {
-                close(fd);
-                fd = r;
-        }
         json_t *arr = json_array();
-        bool too_many = false;
-        if (fd >= 0) {
-                DIR *d = fdopendir(fd);
-                struct dirent *de;
-                while (d && (de = readdir(d))) {
-                        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                                continue;
-                        if (json_array_size(arr) >= MAX_LIST_ENTRIES) {
-                                too_many = true;
-                                break;
-                        }
-                        bool isdir = de->d_type == DT_DIR;
-                        if (de->d_type == DT_UNKNOWN) {
-                                struct stat st;
-                                isdir = fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                                        S_ISDIR(st.st_mode);
-                        }
-                        size_t n = 0;
-                        char *name = utf8_sanitize((const uint8_t *)de->d_name, strlen(de->d_name), &n);
-                        json_array_append_new(arr, json_pack("{s:s%,s:b}", "name", name ? name : "",
-                                                             name ? n : 0, "isDirectory", isdir));
-                        free(name);
-                }
-                if (d)
-                        closedir(d);
-                else
-                        close(fd);
-        }
+        inroot_become(mgr_sandbox_uid(a->mgr, c->sb));
+        int r = list_path(root, path, arr);
         inroot_unbecome();
-        if (fd < 0) {
-                json_decref(arr);
-                read_error(resp, fd, "cannot list", path);
-                return;
-        }
-        if (too_many) {
+        if (r == -E2BIG) {
                 json_decref(arr);
                 api_error(resp, 413, "too_large", "%s has more than %d entries", path,
                           MAX_LIST_ENTRIES);
-                return;
+        } else if (r < 0) {
+                json_decref(arr);
+                api_error_path(resp, API_ERR_FILE_READ, r, "cannot list", path);
+        } else {
+                api_json(resp, 200, json_pack("{s:o}", "entries", arr));
         }
-        api_json(resp, 200, json_pack("{s:o}", "entries", arr));
-}
-
-void files_handle(struct api *a, struct api_req *req, struct sandbox *sb, const char *const *seg,
-                  size_t n, struct api_resp *resp)
-{
-        if (n == 2 && !strcmp(seg[1], "list") && !strcmp(req->method, "GET"))
-                handle_list(a, req, sb, resp);
-        else if (n == 1 && !strcmp(req->method, "GET"))
-                handle_read(a, req, sb, resp);
-        else
-                api_error(resp, 405, "invalid_argument", "method %s not allowed here", req->method);
 }
 
 /* A fresh name for the temporary file, noted for the start-up sweep
@@ -318,77 +265,55 @@ static int upload_open(struct api *a, struct files_upload *u, int root, const ch
         return r;
 }
 
-static bool is_upload_path(struct api_req *req, char *name, size_t nl)
-{
-        if (strcmp(req->method, "PUT"))
-                return false;
-        const char *p = req->path;
-        const char *pre = "/v1/sandboxes/";
-        if (strncmp(p, pre, strlen(pre)))
-                return false;
-        p += strlen(pre);
-        const char *slash = strchr(p, '/');
-        if (!slash || strcmp(slash, "/files") || (size_t)(slash - p) >= nl)
-                return false;
-        memcpy(name, p, (size_t)(slash - p));
-        name[slash - p] = '\0';
-        return true;
-}
+static void upload_write(void *stream, const void *data, size_t len);
+static void upload_finish(struct api *a, void *stream, struct api_resp *resp);
+static void upload_abort(struct api *a, void *stream);
 
-bool files_upload_begin(struct api *a, struct api_req *req, struct api_resp *resp)
+static const struct api_stream_ops upload_ops = {
+        .write = upload_write,
+        .finish = upload_finish,
+        .abort = upload_abort,
+};
+
+void files_upload(struct api_call *c, struct api_resp *resp)
 {
-        char name[SBX_NAME_MAX + 2];
-        if (!is_upload_path(req, name, sizeof(name)))
-                return false;
-        if (!name_is_valid(name)) {
-                api_error(resp, 400, "invalid_argument", "bad sandbox name");
-                return true;
-        }
-        const char *cl = api_header(req, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)a->cfg.max_file_bytes) {
-                api_error(resp, 413, "too_large", "file over %lld bytes",
-                          (long long)a->cfg.max_file_bytes);
-                return true;
-        }
+        struct api *a = c->a;
         char path[INROOT_PATH_MAX], dir[INROOT_PATH_MAX];
-        if (!path_arg(req, resp, false, path))
-                return true;
+        if (!path_arg(c->req, resp, false, path))
+                return;
         struct files_upload *u = calloc(1, sizeof(*u));
         if (!u) {
                 api_error(resp, 503, "unavailable", "out of memory");
-                return true;
+                return;
         }
         u->dirfd = u->fd = -1;
         int r = inroot_split(path, dir, sizeof(dir), u->base, sizeof(u->base));
         if (r < 0 || !strcmp(u->base, "..")) {
                 free(u);
                 api_error(resp, 400, "invalid_argument", "path: %s is not a file path", path);
-                return true;
+                return;
         }
-        struct sandbox *sb = api_enter_data_plane(a, req, name, resp);
-        if (!sb) {
-                free(u);
-                return true;
-        }
-        u->sb = sb;
-        u->uid = mgr_sandbox_uid(a->mgr, sb);
+        /* The upload holds the sandbox until it ends. */
+        u->sb = TAKE_PTR(c->sb);
+        u->uid = mgr_sandbox_uid(a->mgr, u->sb);
         u->max = (uint64_t)a->cfg.max_file_bytes;
         _cleanup_close_ int root = -1;
-        if (get_root(a, sb, &root, resp) < 0) {
-                files_upload_abort(a, u);
-                return true;
+        if (get_root(a, u->sb, &root, resp) < 0) {
+                upload_abort(a, u);
+                return;
         }
         if ((r = upload_open(a, u, root, dir)) < 0) {
-                fs_error(resp, r, "cannot write", path);
-                files_upload_abort(a, u);
-                return true;
+                api_error_path(resp, API_ERR_FILE_WRITE, r, "cannot write", path);
+                upload_abort(a, u);
+                return;
         }
-        req->upload = u;
-        return true;
+        c->req->stream = u;
+        c->req->stream_ops = &upload_ops;
 }
 
-void files_upload_write(struct files_upload *u, const void *data, size_t len)
+static void upload_write(void *stream, const void *data, size_t len)
 {
+        struct files_upload *u = stream;
         if (u->error)
                 return;
         if (u->written + len > u->max) {
@@ -402,8 +327,9 @@ void files_upload_write(struct files_upload *u, const void *data, size_t len)
                 u->written += len;
 }
 
-void files_upload_finish(struct api *a, struct files_upload *u, struct api_resp *resp)
+static void upload_finish(struct api *a, void *stream, struct api_resp *resp)
 {
+        struct files_upload *u = stream;
         /* A 204 means the data and the name are on disk: the file is
          * flushed before the rename and the directory after it. */
         int r = u->error;
@@ -425,18 +351,16 @@ void files_upload_finish(struct api *a, struct files_upload *u, struct api_resp 
         }
         if (r == 0 && fsync(u->dirfd) < 0)
                 r = -errno;
-        if (r < 0) {
-                fs_error(resp, r, "cannot write", u->base);
-        } else {
-                resp->status = 204;
-                resp->content_type = NULL;
-                resp->body.len = 0;
-        }
-        files_upload_abort(a, u);
+        if (r < 0)
+                api_error_path(resp, API_ERR_FILE_WRITE, r, "cannot write", u->base);
+        else
+                api_no_content(resp);
+        upload_abort(a, u);
 }
 
-void files_upload_abort(struct api *a, struct files_upload *u)
+static void upload_abort(struct api *a, void *stream)
 {
+        struct files_upload *u = stream;
         if (!u)
                 return;
         if (u->fd >= 0)

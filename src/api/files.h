@@ -13,21 +13,11 @@
  * never held in memory whole. */
 #pragma once
 
-#include "api.h"
+#include "routes.h"
 
-struct files_upload;
-
-/* GET .../files and .../files/list; sb entered. */
-void files_handle(struct api *a, struct api_req *req, struct sandbox *sb, const char *const *seg,
-                  size_t n, struct api_resp *resp);
-
-/* Called by the server when a request's headers are in. Returns false if
- * req is no upload. Otherwise true, with req->upload set (the body goes to
- * files_upload_write) or resp holding the error to answer. */
-bool files_upload_begin(struct api *a, struct api_req *req, struct api_resp *resp);
-/* A chunk of the body; errors are remembered and answered at the end. */
-void files_upload_write(struct files_upload *u, const void *data, size_t len);
-/* The body is complete: rename into place and answer. Frees u. */
-void files_upload_finish(struct api *a, struct files_upload *u, struct api_resp *resp);
-/* The request ended early: remove the temporary file. Frees u. */
-void files_upload_abort(struct api *a, struct files_upload *u);
+api_handler files_read;   /* GET {endpoint}/files?path=P */
+api_handler files_list;   /* GET {endpoint}/files/list?path=P */
+/* PUT {endpoint}/files?path=P, a streaming route: run when the head is in,
+ * it opens the temporary file and sets req->stream (the body goes there;
+ * the end renames it into place and answers), or answers an error. */
+api_handler files_upload;

@@ -3,85 +3,16 @@
  * handler may block on its sandbox (an exec, a 30 s poll) without holding
  * up any other request. Bodies are collected up to max_body; one log line
  * per request. */
-#include "api.h"
+#include "api-internal.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "../common/log.h"
-#include "files.h"
-
-void api_error(struct api_resp *resp, unsigned status, const char *code, const char *fmt, ...)
-{
-        char msg[1024];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
-        api_json(resp, status, j);
-}
-
-void api_error_errno(struct api_resp *resp, int r, const struct sbx_error *err)
-{
-        const char *msg = err && err->msg[0] ? err->msg : strerror(-r);
-        switch (-r) {
-        case EINVAL:
-                api_error(resp, 400, "invalid_argument", "%s", msg);
-                break;
-        case EACCES:
-                api_error(resp, 401, "unauthenticated", "%s", msg);
-                break;
-        case EDQUOT:
-                api_error(resp, 402, "cap_reached", "%s", msg);
-                break;
-        case ENOENT:
-                /* The manager's only "missing" is a sandbox; files and
-                 * processes answer their own codes. */
-                api_error(resp, 404, "sandbox_not_found", "%s", msg);
-                break;
-        case EPERM:
-                api_error(resp, 409, "not_enabled", "%s", msg);
-                break;
-        case EBUSY:
-                api_error(resp, 409, "invalid_state", "%s", msg);
-                break;
-        case ENOTSUP:
-                api_error(resp, 409, "unsupported_class", "%s", msg);
-                break;
-        case E2BIG:
-                api_error(resp, 413, "too_large", "%s", msg);
-                break;
-        case EHOSTDOWN:
-                api_error(resp, 502, "bring_up_failed", "%s", msg);
-                break;
-        case EAGAIN:
-                api_error(resp, 503, "unavailable", "%s", msg);
-                break;
-        default:
-                api_error(resp, 500, "internal", "%s", msg);
-                break;
-        }
-}
-
-void api_json(struct api_resp *resp, unsigned status, json_t *j)
-{
-        resp->status = status;
-        resp->content_type = "application/json";
-        resp->body.len = 0;
-        char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-        json_decref(j);
-        if (!s || buf_append(&resp->body, s, strlen(s)) < 0) {
-                resp->status = 500;
-                resp->body.len = 0;
-                buf_append(&resp->body,
-                           "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}", 56);
-        }
-        free(s);
-}
 
 const char *api_query(struct api_req *req, const char *key)
 {
@@ -102,138 +33,6 @@ const char *api_query_n(struct api_req *req, const char *key, size_t *ret_len)
 const char *api_header(struct api_req *req, const char *key)
 {
         return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, key);
-}
-
-/* Length of the valid UTF-8 sequence at s[i], or 0 if there is none
- * (overlongs, surrogates and values past U+10FFFF are invalid). */
-static size_t utf8_valid_len(const uint8_t *s, size_t i, size_t len)
-{
-        uint8_t c = s[i];
-        size_t n;
-        uint32_t cp;
-        if (c < 0x80)
-                return 1;
-        if (c >= 0xc2 && c <= 0xdf) {
-                n = 1;
-                cp = c & 0x1f;
-        } else if (c >= 0xe0 && c <= 0xef) {
-                n = 2;
-                cp = c & 0x0f;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-                n = 3;
-                cp = c & 0x07;
-        } else {
-                return 0;
-        }
-        if (i + n >= len)
-                return 0;
-        for (size_t k = 1; k <= n; k++) {
-                if ((s[i + k] & 0xc0) != 0x80)
-                        return 0;
-                cp = (cp << 6) | (s[i + k] & 0x3f);
-        }
-        if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
-            (cp >= 0xd800 && cp <= 0xdfff))
-                return 0;
-        return n + 1;
-}
-
-char *utf8_sanitize(const uint8_t *s, size_t len, size_t *ret_len)
-{
-        /* Worst case every byte becomes the 3-byte U+FFFD. */
-        if (len > (SIZE_MAX - 1) / 3)
-                return NULL;
-        char *out = malloc(len * 3 + 1);
-        if (!out)
-                return NULL;
-        size_t o = 0, i = 0;
-        while (i < len) {
-                size_t n = utf8_valid_len(s, i, len);
-                if (n) {
-                        memcpy(out + o, s + i, n);
-                        o += n;
-                        i += n;
-                } else {
-                        memcpy(out + o, "\xef\xbf\xbd", 3);
-                        o += 3;
-                        i++;
-                }
-        }
-        out[o] = '\0';
-        *ret_len = o;
-        return out;
-}
-
-/* Append bytes as a JSON string literal, invalid UTF-8 as U+FFFD. One
- * pass, runs of plain bytes copied whole: output can be megabytes. */
-static int json_append_text(struct buf *b, const uint8_t *s, size_t len)
-{
-        int r = buf_append(b, "\"", 1);
-        size_t i = 0, run = 0;
-        while (r == 0 && i < len) {
-                uint8_t c = s[i];
-                if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
-                        i++;
-                        continue;
-                }
-                if (i > run && (r = buf_append(b, s + run, i - run)) < 0)
-                        break;
-                size_t n = c >= 0x80 ? utf8_valid_len(s, i, len) : 0;
-                if (n) {
-                        r = buf_append(b, s + i, n);
-                        i += n;
-                } else if (c >= 0x80) {
-                        r = buf_append(b, "\xef\xbf\xbd", 3);
-                        i++;
-                } else {
-                        char esc[8];
-                        const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n"
-                                      : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
-                        if (!e) {
-                                snprintf(esc, sizeof(esc), "\\u%04x", c);
-                                e = esc;
-                        }
-                        r = buf_append(b, e, strlen(e));
-                        i++;
-                }
-                run = i;
-        }
-        if (r == 0 && i > run)
-                r = buf_append(b, s + run, i - run);
-        if (r == 0)
-                r = buf_append(b, "\"", 1);
-        return r;
-}
-
-void api_json_text(struct api_resp *resp, unsigned status, json_t *head, const char *k1,
-                   const void *d1, size_t l1, const char *k2, const void *d2, size_t l2)
-{
-        char *h = head ? json_dumps(head, JSON_COMPACT) : NULL;
-        json_decref(head);
-        size_t hl = h ? strlen(h) : 0;
-        struct buf *b = &resp->body;
-        b->len = 0;
-        /* head is an object: reopen it, add the two strings, close it. */
-        int r = hl >= 2 && h[hl - 1] == '}' ? 0 : -EINVAL;
-        if (r == 0)
-                r = buf_append(b, h, hl - 1);
-        if (r == 0)
-                r = buf_printf(b, "%s\"%s\":", hl > 2 ? "," : "", k1);
-        if (r == 0)
-                r = json_append_text(b, d1, l1);
-        if (r == 0)
-                r = buf_printf(b, ",\"%s\":", k2);
-        if (r == 0)
-                r = json_append_text(b, d2, l2);
-        if (r == 0)
-                r = buf_append(b, "}", 1);
-        free(h);
-        if (r < 0) {
-                api_error(resp, 500, "internal", "out of memory");
-                return;
-        }
-        resp->status = status;
-        resp->content_type = "application/json";
 }
 
 static void resp_free(struct api_resp *resp)
@@ -257,8 +56,8 @@ static struct api_resp *resp_new(void)
 
 static void req_free(struct api *a, struct api_req *req)
 {
-        if (req->upload)
-                files_upload_abort(a, req->upload);
+        if (req->stream)
+                req->stream_ops->abort(a, req->stream);
         if (req->early)
                 resp_free(req->early);
         buf_free(&req->body);
@@ -413,6 +212,75 @@ static enum MHD_Result respond(struct api *a, struct api_req *req, struct api_re
         return ret;
 }
 
+/* The head is in: framing checks, the route, and for a streaming route
+ * its stream, opened now from the headers alone. */
+static enum MHD_Result request_head(struct api *a, struct api_req *req,
+                                    struct MHD_Connection *conn, const char *url,
+                                    const char *method)
+{
+        req->started = true;
+        req->conn = conn;
+        req->method = method;
+        req->path = url;
+        req->started_us = mono_us();
+        atomic_fetch_add(&a->metrics.requests, 1);
+        atomic_fetch_add(&a->inflight, 1);
+        conns_request_begin(&a->conns, conn);
+        struct api_resp early = { .status = 500, .body_fd = -1 };
+        buf_init(&early.body, 0);
+        if (bad_framing(req, &early))
+                return respond(a, req, &early, true);
+        buf_free(&early.body);
+        api_route_match(method, url, &req->match);
+        const struct api_route *route = req->match.route;
+        buf_init(&req->body, (size_t)api_cap_bytes(a, api_route_held_cap(route)));
+        if (!route || !route->streams || !req->match.method_ok || atomic_load(&a->draining))
+                return MHD_YES;
+        struct api_resp *er = resp_new();
+        if (!er)
+                return MHD_NO;
+        req->streaming = true;
+        api_route_run(a, req, er);
+        if (req->stream)
+                resp_free(er);
+        else
+                req->early = er;
+        return MHD_YES;
+}
+
+static void request_body(struct api *a, struct api_req *req, const char *data, size_t len)
+{
+        atomic_fetch_add(&a->metrics.bytes_in, len);
+        if (req->streaming) {
+                if (req->stream)
+                        req->stream_ops->write(req->stream, data, len);
+        } else if (!req->body_too_large && buf_append(&req->body, data, len) < 0) {
+                req->body_too_large = true;
+                buf_free(&req->body);
+        }
+}
+
+/* The body is complete: answer. */
+static enum MHD_Result request_end(struct api *a, struct api_req *req)
+{
+        struct api_resp resp = { .status = 500, .body_fd = -1 };
+        buf_init(&resp.body, 0);
+        if (req->early) {
+                resp = *req->early;
+                free(req->early);
+                req->early = NULL;
+        } else if (req->stream) {
+                req->stream_ops->finish(a, TAKE_PTR(req->stream), &resp);
+        } else if (req->body_too_large) {
+                api_too_large(a, api_route_held_cap(req->match.route), &resp);
+        } else if (atomic_load(&a->draining)) {
+                api_error(&resp, 503, "unavailable", "the server is shutting down");
+        } else {
+                api_route_run(a, req, &resp);
+        }
+        return respond(a, req, &resp, false);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size, void **con_cls)
@@ -421,68 +289,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         struct api_req *req = *con_cls;
         if (!req)
                 return MHD_NO; /* on_uri could not allocate */
-        if (!req->started) {
-                req->started = true;
-                req->conn = conn;
-                req->method = method;
-                req->path = url;
-                req->started_us = mono_us();
-                buf_init(&req->body, (size_t)a->cfg.max_body_bytes);
-                atomic_fetch_add(&a->metrics.requests, 1);
-                atomic_fetch_add(&a->inflight, 1);
-                conns_request_begin(&a->conns, conn);
-                struct api_resp early = { .status = 500, .body_fd = -1 };
-                buf_init(&early.body, 0);
-                if (bad_framing(req, &early))
-                        return respond(a, req, &early, true);
-                buf_free(&early.body);
-                /* A file upload streams its body to disk as it arrives: it
-                 * is authorized and opened now, from the headers alone. */
-                struct api_resp *er = resp_new();
-                if (!er)
-                        return MHD_NO;
-                if (!atomic_load(&a->draining) && files_upload_begin(a, req, er)) {
-                        req->streaming = true;
-                        if (!req->upload)
-                                req->early = er;
-                        else
-                                resp_free(er);
-                } else {
-                        resp_free(er);
-                }
-                return MHD_YES;
-        }
+        if (!req->started)
+                return request_head(a, req, conn, url, method);
         if (*upload_data_size) {
-                atomic_fetch_add(&a->metrics.bytes_in, *upload_data_size);
-                if (req->streaming) {
-                        if (req->upload)
-                                files_upload_write(req->upload, upload_data, *upload_data_size);
-                } else if (!req->body_too_large &&
-                    buf_append(&req->body, upload_data, *upload_data_size) < 0) {
-                        req->body_too_large = true;
-                        buf_free(&req->body);
-                }
+                request_body(a, req, upload_data, *upload_data_size);
                 *upload_data_size = 0;
                 return MHD_YES;
         }
-
-        struct api_resp resp = { .status = 500, .body_fd = -1 };
-        buf_init(&resp.body, 0);
-        if (req->early) {
-                resp = *req->early;
-                free(req->early);
-                req->early = NULL;
-        } else if (req->upload) {
-                files_upload_finish(a, req->upload, &resp);
-                req->upload = NULL;
-        } else if (req->body_too_large)
-                api_error(&resp, 413, "too_large", "request body over %lld bytes",
-                          (long long)a->cfg.max_body_bytes);
-        else if (atomic_load(&a->draining))
-                api_error(&resp, 503, "unavailable", "the server is shutting down");
-        else
-                api_route(a, req, &resp);
-        return respond(a, req, &resp, false);
+        return request_end(a, req);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -563,18 +377,19 @@ int api_start(struct api *a, struct sbx_error *err)
         return 0;
 }
 
-bool api_drain(struct api *a, int64_t grace_ms)
+int api_drain(struct api *a, int64_t grace_ms)
 {
         if (!a->mhd)
-                return true;
+                return 0;
         atomic_store(&a->draining, true);
         MHD_socket ls = MHD_quiesce_daemon(a->mhd);
         if (ls != MHD_INVALID_SOCKET)
                 close(ls);
         int64_t deadline = mono_ms() + grace_ms;
+        const struct timespec tick = { .tv_nsec = 20 * 1000 * 1000 };
         while (atomic_load(&a->inflight) > 0 && mono_ms() < deadline)
-                usleep(20 * 1000);
-        return atomic_load(&a->inflight) == 0;
+                nanosleep(&tick, NULL);
+        return atomic_load(&a->inflight);
 }
 
 void api_stop(struct api *a)

@@ -16,7 +16,6 @@
 #define ES256_SIG_LEN 64
 #define HS256_SIG_LEN 32
 #define MAX_NUMERIC_DATE 253402300799LL /* 9999-12-31T23:59:59Z */
-#define MAX_LEEWAY_S (7 * 86400)
 
 /* ---- base64url ---- */
 
@@ -379,7 +378,7 @@ static int check_times(json_t *pl, const struct jwt_policy *policy, struct jwt_c
                        struct sbx_error *err)
 {
         int64_t now = policy->now_s ? policy->now_s : now_ms() / 1000;
-        int64_t leeway = MIN(MAX(policy->leeway_s, 0), MAX_LEEWAY_S);
+        int64_t leeway = policy->leeway_s;
         int has_exp = numeric_date(pl, "exp", &c->exp);
         int has_nbf = numeric_date(pl, "nbf", &c->nbf);
         int has_iat = numeric_date(pl, "iat", &c->iat);
@@ -424,6 +423,9 @@ int jwt_verify(const struct keyring *kr, const struct jwt_policy *policy, const 
 {
         if (!kr || !policy || !policy->issuer || !*policy->issuer)
                 return sbx_error_set(err, EINVAL, "identity token: no keyring or issuer");
+        if (policy->leeway_s < 0 || policy->leeway_s > JWT_MAX_LEEWAY_S)
+                return sbx_error_set(err, EINVAL, "identity token: leeway %lld s out of range",
+                                     (long long)policy->leeway_s);
         if (!token)
                 return reject(err, "missing");
         struct jwt_parts p = {0};

@@ -33,9 +33,12 @@ struct jwt_claims {
         int64_t nbf;                 /* 0 when absent */
 };
 
+/* The most clock skew a policy may allow. */
+#define JWT_MAX_LEEWAY_S (7 * 86400)
+
 struct jwt_policy {
         const char *issuer; /* iss must equal this exactly; required */
-        int64_t leeway_s;   /* clock skew allowed on exp / nbf / iat */
+        int64_t leeway_s;   /* clock skew allowed on exp / nbf / iat, 0..JWT_MAX_LEEWAY_S */
         int64_t now_s;      /* 0: the current time */
 };
 
@@ -51,7 +54,8 @@ int jwt_sign(const struct keyring *kr, const struct jwt_claims *claims, char **r
 /* Verify a token: -EACCES for every rejection (malformed, unsupported or
  * unconfigured alg, bad signature, expired, not yet valid, wrong issuer,
  * missing or invalid sub / acct), with a message in err that never holds
- * the token or a key. -ENOMEM / -EINVAL (bad policy) otherwise. */
+ * the token or a key. -ENOMEM / -EINVAL (bad policy: no issuer, a leeway
+ * out of range) otherwise. */
 int jwt_verify(const struct keyring *kr, const struct jwt_policy *policy, const char *token,
                struct jwt_claims *ret_claims, struct sbx_error *err);
 

@@ -3,6 +3,6 @@
  * no sandbox name, no token ever appears here. */
 #pragma once
 
-#include "api.h"
+#include "api-internal.h"
 
 void metrics_render(struct api *a, struct api_resp *resp);

@@ -9,8 +9,6 @@
 #include "../common/util.h"
 
 #define NBUCKETS 4096u
-#define MAX_RATE 1000000          /* requests per second */
-#define MAX_BURST 1000000000      /* tokens */
 #define MILLI 1000                /* a bucket counts thousandths of a token */
 #define SWEEP_INTERVAL_MS 1000
 
@@ -40,7 +38,7 @@ static uint32_t hash_key(const char *key)
 
 int ratelimit_new(int64_t rate, int64_t burst, struct ratelimit **ret)
 {
-        if (rate <= 0 || rate > MAX_RATE || burst < 0 || burst > MAX_BURST)
+        if (rate <= 0 || rate > RATELIMIT_MAX_RATE || burst < 0 || burst > RATELIMIT_MAX_BURST)
                 return -EINVAL;
         if (burst == 0)
                 burst = 2 * rate;

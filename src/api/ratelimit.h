@@ -12,11 +12,14 @@
 #include <stdint.h>
 
 #define RATELIMIT_MAX_KEYS 65536 /* tracked keys before idle ones are dropped */
+#define RATELIMIT_MAX_RATE 1000000 /* requests per second */
+#define RATELIMIT_MAX_BURST 1000000000 /* tokens */
 
 struct ratelimit;
 
-/* rate: requests per second (> 0); burst: bucket size (>= 1; 0 picks
- * 2 x rate). -EINVAL for a bad rate, -ENOMEM. */
+/* rate: requests per second (1..RATELIMIT_MAX_RATE); burst: bucket size
+ * (1..RATELIMIT_MAX_BURST; 0 picks 2 x rate). -EINVAL for a bad rate or
+ * burst, -ENOMEM. */
 int ratelimit_new(int64_t rate, int64_t burst, struct ratelimit **ret);
 void ratelimit_free(struct ratelimit *rl);
 

@@ -1,352 +1,288 @@
 /* SPDX-License-Identifier: MIT */
-/* Routing, authentication and the control-plane handlers. The data-plane
- * handlers (exec, processes, files) live in dataplane.c. */
+/* The route table, its lookup, and the steps every request takes from its
+ * route to its handler. */
+#include "routes.h"
+
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "../common/log.h"
+#include "../agent/proto.h"
 #include "../common/names.h"
-#include "cred.h"
+#include "api-internal.h"
+#include "auth.h"
+#include "control.h"
 #include "dataplane.h"
-#include "jwt.h"
+#include "files.h"
 #include "metrics.h"
 
-struct keyring *api_keys(struct api *a)
+static void healthz(struct api_call *c, struct api_resp *resp)
 {
-        pthread_mutex_lock(&a->keys_lock);
-        struct keyring *kr = keyring_ref(a->keys);
-        pthread_mutex_unlock(&a->keys_lock);
-        return kr;
+        api_json(resp, 200, json_pack("{s:b}", "ok", 1));
 }
 
-void api_reload_keys(struct api *a)
+static void metrics_page(struct api_call *c, struct api_resp *resp)
 {
-        struct sbx_error err = { 0 };
-        struct keyring *kr = NULL;
-        if (keys_load(a->state_dir, a->keys_ext, &kr, &err) < 0) {
-                log_error("reload keys: %s", err.msg);
-                return;
+        metrics_render(c->a, resp);
+}
+
+static void no_route(struct api_call *c, struct api_resp *resp)
+{
+        api_error(resp, 404, "not_found", "no such route");
+}
+
+#define NONE API_AUTH_NONE
+#define IDENTITY API_AUTH_IDENTITY
+#define CREDENTIAL API_AUTH_CREDENTIAL
+#define HELD false
+#define STREAMED true
+#define BODY API_CAP_BODY
+#define FILE_CAP API_CAP_FILE
+#define EP "/v1/sandboxes/{name}" /* a sandbox's endpoint */
+
+/* A table reads best in columns. */
+/* clang-format off */
+static const struct api_route routes[] = {
+        /* method   pattern                      auth        body      cap       handler */
+        { NULL,     "/healthz",                  NONE,       HELD,     BODY,     healthz },
+        { NULL,     "/metrics",                  NONE,       HELD,     BODY,     metrics_page },
+
+        /* The control plane. */
+        { "GET",    "/v1/sandboxes",             IDENTITY,   HELD,     BODY,     control_list },
+        { "GET",    EP,                          IDENTITY,   HELD,     BODY,     control_get },
+        { "DELETE", EP,                          IDENTITY,   HELD,     BODY,     control_delete },
+        { "POST",   EP "/attach",                IDENTITY,   HELD,     BODY,     control_attach },
+        { "POST",   EP "/stop",                  IDENTITY,   HELD,     BODY,     control_stop },
+
+        /* The data plane: {endpoint} is a sandbox's endpoint. */
+        { "POST",   EP "/exec",                  CREDENTIAL, HELD,     BODY,     dataplane_exec },
+        { "GET",    EP "/processes",             CREDENTIAL, HELD,     BODY,     dataplane_list },
+        { "POST",   EP "/processes",             CREDENTIAL, HELD,     BODY,     dataplane_spawn },
+        { "GET",    EP "/processes/{id}",        CREDENTIAL, HELD,     BODY,     dataplane_poll },
+        { "DELETE", EP "/processes/{id}",        CREDENTIAL, HELD,     BODY,     dataplane_kill },
+        { "POST",   EP "/processes/{id}/signal", CREDENTIAL, HELD,     BODY,     dataplane_signal },
+        { "POST",   EP "/processes/{id}/stdin",  CREDENTIAL, HELD,     BODY,     dataplane_stdin },
+        { "GET",    EP "/files",                 CREDENTIAL, HELD,     BODY,     files_read },
+        { "PUT",    EP "/files",                 CREDENTIAL, STREAMED, FILE_CAP, files_upload },
+        { "GET",    EP "/files/list",            CREDENTIAL, HELD,     BODY,     files_list },
+
+        /* Anything else under an endpoint, up to the depth of its routes: no
+         * route, but a bad name is said first, as on every route there. */
+        { NULL,     EP "/*",                     NONE,       HELD,     BODY,     no_route },
+        { NULL,     EP "/*/*",                   NONE,       HELD,     BODY,     no_route },
+        { NULL,     EP "/*/*/*",                 NONE,       HELD,     BODY,     no_route },
+};
+/* clang-format on */
+
+#undef NONE
+#undef IDENTITY
+#undef CREDENTIAL
+#undef HELD
+#undef STREAMED
+#undef BODY
+#undef FILE_CAP
+#undef EP
+
+const struct api_route *api_routes(size_t *ret_n)
+{
+        *ret_n = ARRAY_SIZE(routes);
+        return routes;
+}
+
+/* ---- matching ---- */
+
+struct segments {
+        const char *v[API_MAX_SEGMENTS + 1];
+        size_t n;
+        bool trailing; /* the path ends in '/' */
+};
+
+/* Split path into m->segs, runs of '/' as one; false when it is too long
+ * or too deep to name any route. */
+static bool split(const char *path, struct api_match *m, struct segments *s)
+{
+        size_t len = strlen(path);
+        if (len >= API_PATH_MAX)
+                return false;
+        char *out = m->segs;
+        s->n = 0;
+        s->trailing = len > 0 && path[len - 1] == '/';
+        for (const char *p = path; *p;) {
+                if (*p == '/') {
+                        p++;
+                        continue;
+                }
+                size_t n = strcspn(p, "/");
+                if (s->n == API_MAX_SEGMENTS)
+                        return false;
+                memcpy(out, p, n);
+                out[n] = '\0';
+                s->v[s->n++] = out;
+                out += n + 1;
+                p += n;
         }
-        pthread_mutex_lock(&a->keys_lock);
-        struct keyring *old = a->keys;
-        a->keys = kr;
-        pthread_mutex_unlock(&a->keys_lock);
-        keyring_free(old);
-        log_info("keys reloaded");
-}
-
-/* The per-deployment rate limit, taken once the caller is authenticated
- * (so only a verified deployment id can own a bucket). True when refused,
- * with resp set to 429 and Retry-After. */
-static bool rate_limited(struct api *a, const char *deployment, struct api_resp *resp)
-{
-        if (!a->ratelimit)
-                return false;
-        int64_t wait_s = ratelimit_take(a->ratelimit, deployment, mono_ms());
-        if (wait_s == 0)
-                return false;
-        atomic_fetch_add(&a->metrics.rate_limited, 1);
-        snprintf(resp->retry_after, sizeof(resp->retry_after), "%lld", (long long)wait_s);
-        api_error(resp, 429, "rate_limited",
-                  "too many requests for this deployment; retry in %lld s", (long long)wait_s);
+        *out = '\0';
+        s->v[s->n] = out; /* the empty segment a trailing '/' may stand for */
         return true;
 }
 
-/* "Bearer <token>" -> token, or NULL. */
-static const char *bearer(struct api_req *req)
+/* Whether the first n segments of s match pattern; the parameters into m. */
+static bool pattern_match(const char *pattern, const struct segments *s, size_t n,
+                          struct api_match *m)
 {
-        const char *h = api_header(req, "Authorization");
-        if (!h || strncasecmp(h, "Bearer ", 7))
-                return NULL;
-        h += 7;
-        while (*h == ' ')
-                h++;
-        return *h ? h : NULL;
+        const char *name = NULL, *id = NULL;
+        size_t i = 0;
+        for (const char *p = pattern; *p; i++) {
+                p++; /* the '/' */
+                size_t pl = strcspn(p, "/");
+                if (i == n)
+                        return false;
+                const char *seg = s->v[i];
+                if (pl == 6 && !strncmp(p, "{name}", pl) && *seg)
+                        name = seg;
+                else if (pl == 4 && !strncmp(p, "{id}", pl))
+                        id = seg;
+                else if (!(pl == 1 && *p == '*' && *seg) &&
+                         !(strlen(seg) == pl && !strncmp(p, seg, pl)))
+                        return false;
+                p += pl;
+        }
+        if (i != n)
+                return false;
+        m->name = name;
+        m->id = id;
+        return true;
 }
 
-/* Verify the identity token; fill claims. */
-static int auth_identity(struct api *a, struct api_req *req, struct jwt_claims *claims,
-                         struct api_resp *resp)
+/* The first entry whose pattern matches, then the entry of that pattern
+ * with the method. */
+static bool lookup(const char *method, const struct segments *s, size_t n, struct api_match *m)
 {
-        const char *tok = bearer(req);
-        if (!tok) {
-                api_error(resp, 401, "unauthenticated", "missing bearer identity token");
-                return -1;
-        }
-        struct jwt_policy pol;
-        jwt_policy_init(&pol, a->cfg.url);
-        pol.leeway_s = a->cfg.token_leeway_ms / 1000;
-        struct sbx_error err = { 0 };
-        struct keyring *kr = api_keys(a);
-        int r = jwt_verify(kr, &pol, tok, claims, &err);
-        keyring_free(kr);
-        if (r < 0) {
-                api_error(resp, 401, "unauthenticated", "%s", err.msg);
-                return -1;
-        }
-        return 0;
-}
-
-static json_t *record_json(const struct mgr_record *r)
-{
-        char created[32], active[32];
-        format_rfc3339(r->created_at, created);
-        format_rfc3339(r->last_active_at, active);
-        json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "name", r->name, "class",
-                              r->sandbox_class, "state", sbx_state_name(r->state), "createdAt",
-                              created, "lastActiveAt", active, "network", r->network);
-        if (j && r->ceiling_at) {
-                char ceil[32];
-                format_rfc3339(r->ceiling_at, ceil);
-                json_object_set_new(j, "ceilingAt", json_string(ceil));
-        }
-        return j;
-}
-
-static void handle_attach(struct api *a, struct api_req *req, const struct mgr_caller *c,
-                          const char *name, struct api_resp *resp)
-{
-        const char *cls = "default", *network = NULL;
-        json_t *body = NULL;
-        if (req->body.len) {
-                json_error_t jerr;
-                body = json_loadb(req->body.data, req->body.len, JSON_REJECT_DUPLICATES, &jerr);
-                if (!json_is_object(body)) {
-                        json_decref(body);
-                        api_error(resp, 400, "invalid_argument", "body: expected a JSON object");
-                        return;
-                }
-                json_t *jc = json_object_get(body, "class");
-                if (jc && !json_is_null(jc)) {
-                        if (!json_is_string(jc)) {
-                                json_decref(body);
-                                api_error(resp, 400, "invalid_argument", "class: expected a string");
-                                return;
+        for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+                if (!pattern_match(routes[i].pattern, s, n, m))
+                        continue;
+                m->route = &routes[i];
+                m->method_ok = false;
+                for (size_t k = i;
+                     k < ARRAY_SIZE(routes) && !strcmp(routes[k].pattern, routes[i].pattern); k++) {
+                        if (!routes[k].method || !strcmp(routes[k].method, method)) {
+                                m->route = &routes[k];
+                                m->method_ok = true;
+                                break;
                         }
-                        cls = json_string_value(jc);
                 }
-                json_t *jn = json_object_get(body, "network");
-                if (jn && !json_is_null(jn)) {
-                        if (!json_is_string(jn)) {
-                                json_decref(body);
-                                api_error(resp, 400, "invalid_argument",
-                                          "network: \"nat\" or \"none\"");
-                                return;
-                        }
-                        network = json_string_value(jn);
-                }
+                return true;
         }
-        struct sbx_error err = { 0 };
-        struct mgr_record rec;
-        uint64_t id = 0;
-        int r = mgr_attach(a->mgr, c, name, cls, network, &id, &rec, &err);
-        json_decref(body);
-        if (r < 0) {
-                if (r == -EHOSTDOWN)
-                        log_error("attach %s/%s: %s", c->deployment, name, err.msg);
-                api_error_errno(resp, r, &err);
-                return;
-        }
-        int64_t exp = now_ms() + a->cfg.credential_ttl_ms;
-        char *cred = NULL;
-        struct keyring *kr = api_keys(a);
-        r = cred_mint(kr, c->deployment, name, id, exp, &cred, &err);
-        keyring_free(kr);
-        if (r < 0) {
-                api_error(resp, 500, "internal", "cannot mint a credential");
-                return;
-        }
-        char endpoint[1024], expires[32], auth[2048];
-        snprintf(endpoint, sizeof(endpoint), "%s/v1/sandboxes/%s", a->cfg.url, name);
-        snprintf(auth, sizeof(auth), "Bearer %s", cred);
-        free(cred);
-        format_rfc3339(exp, expires);
-        api_json(resp, 200,
-                 json_pack("{s:s,s:s,s:s,s:s,s:{s:s},s:s,s:s}", "name", rec.name, "class",
-                           rec.sandbox_class, "state", sbx_state_name(rec.state), "endpoint",
-                           endpoint, "headers", "Authorization", auth, "expiresAt", expires,
-                           "network", rec.network));
+        return false;
 }
 
-static void handle_list(struct api *a, const struct mgr_caller *c, struct api_resp *resp)
+void api_route_match(const char *method, const char *path, struct api_match *m)
 {
-        struct mgr_record *v = NULL;
-        size_t n = 0;
-        struct sbx_error err = { 0 };
-        int r = mgr_list(a->mgr, c, &v, &n, &err);
-        if (r < 0) {
-                api_error_errno(resp, r, &err);
+        struct segments s;
+        m->route = NULL;
+        m->method_ok = false;
+        m->name = m->id = NULL;
+        if (!split(path, m, &s))
                 return;
-        }
-        json_t *arr = json_array();
-        for (size_t i = 0; i < n; i++)
-                json_array_append_new(arr, record_json(&v[i]));
-        free(v);
-        api_json(resp, 200, json_pack("{s:o}", "sandboxes", arr));
+        /* A trailing '/' is an empty last segment where a route takes one
+         * (`processes/`: the empty process id), else nothing. */
+        if (s.trailing && lookup(method, &s, s.n + 1, m))
+                return;
+        lookup(method, &s, s.n, m);
 }
 
-static void no_content(struct api_resp *resp)
+/* ---- caps ---- */
+
+enum api_cap api_route_held_cap(const struct api_route *route)
 {
-        resp->status = 204;
-        resp->content_type = NULL;
-        resp->body.len = 0;
+        return route && !route->streams ? route->cap : API_CAP_BODY;
 }
 
-/* /v1/sandboxes[/{name}[/attach|/stop]] */
-static void control_plane(struct api *a, struct api_req *req, const char *name, const char *verb,
-                          struct api_resp *resp)
+int64_t api_cap_bytes(const struct api *a, enum api_cap cap)
 {
-        struct jwt_claims claims;
-        if (auth_identity(a, req, &claims, resp) < 0 || rate_limited(a, claims.sub, resp))
-                return;
-        struct mgr_caller c = { .deployment = claims.sub, .account = claims.acct };
-        struct sbx_error err = { 0 };
-        /* The account check comes before anything that could tell whether a
-         * name exists. */
-        int r = mgr_check_account(a->mgr, c.account, &err);
-        if (r < 0) {
-                api_error_errno(resp, r, &err);
-                return;
-        }
-        const char *m = req->method;
-        if (!name) {
-                if (strcmp(m, "GET"))
-                        api_error(resp, 405, "invalid_argument", "method %s not allowed", m);
-                else
-                        handle_list(a, &c, resp);
-                return;
-        }
-        if (!name_is_valid(name)) {
-                api_error(resp, 400, "invalid_argument",
-                          "bad sandbox name (must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$)");
-                return;
-        }
-        if (!verb && !strcmp(m, "GET")) {
-                struct mgr_record rec;
-                r = mgr_get(a->mgr, &c, name, &rec, &err);
-                if (r < 0)
-                        api_error_errno(resp, r, &err);
-                else
-                        api_json(resp, 200, record_json(&rec));
-        } else if (!verb && !strcmp(m, "DELETE")) {
-                r = mgr_delete(a->mgr, &c, name, &err);
-                if (r < 0)
-                        api_error_errno(resp, r, &err);
-                else
-                        no_content(resp);
-        } else if (verb && !strcmp(verb, "attach") && !strcmp(m, "POST")) {
-                handle_attach(a, req, &c, name, resp);
-        } else if (verb && !strcmp(verb, "stop") && !strcmp(m, "POST")) {
-                r = mgr_stop(a->mgr, &c, name, &err);
-                if (r < 0)
-                        api_error_errno(resp, r, &err);
-                else
-                        no_content(resp);
-        } else {
-                api_error(resp, 405, "invalid_argument", "method %s not allowed here", m);
-        }
+        return cap == API_CAP_FILE ? a->cfg.max_file_bytes : a->cfg.max_body_bytes;
 }
 
-struct sandbox *api_enter_data_plane(struct api *a, struct api_req *req, const char *name,
-                                       struct api_resp *resp)
+void api_too_large(const struct api *a, enum api_cap cap, struct api_resp *resp)
 {
-        const char *tok = bearer(req);
-        if (!tok) {
-                api_error(resp, 401, "unauthenticated", "missing data-plane credential");
-                return NULL;
-        }
-        struct cred_claims cr;
-        struct sbx_error err = { 0 };
-        struct keyring *kr = api_keys(a);
-        int r = cred_verify(kr, tok, now_ms(), &cr, &err);
-        keyring_free(kr);
-        if (r < 0) {
-                api_error(resp, 401, "unauthenticated", "%s", err.msg);
-                return NULL;
-        }
-        if (rate_limited(a, cr.dep, resp))
-                return NULL;
-        /* A credential is good for the one sandbox it was minted for. */
-        if (strcmp(cr.name, name)) {
-                api_error(resp, 401, "unauthenticated", "credential is not for this sandbox");
-                return NULL;
-        }
-        struct sandbox *sb = NULL;
-        r = mgr_enter(a->mgr, cr.dep, name, cr.id, &sb, &err);
-        if (r == -ENOENT) {
-                /* The incarnation the credential names is gone (deleted,
-                 * reclaimed): a 401 makes a client attach again, which
-                 * gives it a new, empty sandbox. A 404 would look like a
-                 * missing file and never be retried. */
-                api_error(resp, 401, "credential_stale",
-                          "sandbox '%s' of this credential no longer exists; attach again", name);
-                return NULL;
-        }
-        if (r < 0) {
-                if (r == -EHOSTDOWN)
-                        log_error("enter %s/%s: %s", cr.dep, name, err.msg);
-                api_error_errno(resp, r, &err);
-                return NULL;
-        }
-        return sb;
+        api_error(resp, 413, "too_large", "%s over %lld bytes",
+                  cap == API_CAP_FILE ? "file" : "request body", (long long)api_cap_bytes(a, cap));
 }
 
-/* Split "/v1/sandboxes/{name}/{rest...}" into at most 5 segments. */
-static size_t split_path(char *p, char **seg, size_t max)
+/* ---- from the route to the handler ---- */
+
+/* Each step answers and returns false to end the request. The order is
+ * the API's: a bad name before a credential (it is for a name), an
+ * identity and its account before a name (a disabled account learns
+ * nothing about names), both before a process id or a wrong method. */
+typedef bool api_step(struct api_call *c, const struct api_route *route, struct api_resp *resp);
+
+static bool step_identity(struct api_call *c, const struct api_route *route, struct api_resp *resp)
 {
-        size_t n = 0;
-        char *save = NULL;
-        for (char *t = strtok_r(p, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
-                if (n == max)
-                        return max + 1;
-                seg[n++] = t;
-        }
-        return n;
+        return route->auth != API_AUTH_IDENTITY || api_auth_identity(c, resp);
 }
 
-void api_route(struct api *a, struct api_req *req, struct api_resp *resp)
+static bool step_name(struct api_call *c, const struct api_route *route, struct api_resp *resp)
 {
-        const char *path = req->path;
-        if (!strcmp(path, "/healthz")) {
-                api_json(resp, 200, json_pack("{s:b}", "ok", 1));
+        if (!c->name || name_is_valid(c->name))
+                return true;
+        api_error(resp, 400, "invalid_argument",
+                  "bad sandbox name (must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$)");
+        return false;
+}
+
+/* A stream's declared length is refused before anything is opened for it
+ * (the stream enforces its cap on the bytes too). */
+static bool step_length(struct api_call *c, const struct api_route *route, struct api_resp *resp)
+{
+        if (!route->streams)
+                return true;
+        const char *cl = api_header(c->req, "Content-Length");
+        if (!cl || strtoull(cl, NULL, 10) <= (unsigned long long)api_cap_bytes(c->a, route->cap))
+                return true;
+        api_too_large(c->a, route->cap, resp);
+        return false;
+}
+
+static bool step_credential(struct api_call *c, const struct api_route *route,
+                            struct api_resp *resp)
+{
+        return route->auth != API_AUTH_CREDENTIAL || api_auth_credential(c, resp);
+}
+
+static bool step_id(struct api_call *c, const struct api_route *route, struct api_resp *resp)
+{
+        if (!c->id || agent_proc_id_valid(c->id))
+                return true;
+        api_error(resp, 404, "process_not_found", "no such process");
+        return false;
+}
+
+static bool step_method(struct api_call *c, const struct api_route *route, struct api_resp *resp)
+{
+        if (c->req->match.method_ok)
+                return true;
+        api_error(resp, 405, "invalid_argument", "method %s not allowed here", c->req->method);
+        return false;
+}
+
+static api_step *const steps[] = {
+    step_identity, step_name, step_length, step_credential, step_id, step_method,
+};
+
+void api_route_run(struct api *a, struct api_req *req, struct api_resp *resp)
+{
+        const struct api_match *m = &req->match;
+        if (!m->route) {
+                no_route(NULL, resp);
                 return;
         }
-        if (!strcmp(path, "/metrics")) {
-                metrics_render(a, resp);
-                return;
-        }
-        char copy[1024];
-        if (strlen(path) >= sizeof(copy)) {
-                api_error(resp, 404, "not_found", "no such route");
-                return;
-        }
-        snprintf(copy, sizeof(copy), "%s", path);
-        char *seg[6];
-        size_t n = split_path(copy, seg, 6);
-        if (n < 2 || n > 6 || strcmp(seg[0], "v1") || strcmp(seg[1], "sandboxes")) {
-                api_error(resp, 404, "not_found", "no such route");
-                return;
-        }
-        if (n == 2) {
-                control_plane(a, req, NULL, NULL, resp);
-                return;
-        }
-        const char *name = seg[2];
-        if (n == 3 || (n == 4 && (!strcmp(seg[3], "attach") || !strcmp(seg[3], "stop")))) {
-                control_plane(a, req, name, n == 4 ? seg[3] : NULL, resp);
-                return;
-        }
-        if (!name_is_valid(name)) {
-                api_error(resp, 400, "invalid_argument", "bad sandbox name");
-                return;
-        }
-        if (!dataplane_route_exists((const char *const *)seg + 3, n - 3)) {
-                api_error(resp, 404, "not_found", "no such route");
-                return;
-        }
-        struct sandbox *sb = api_enter_data_plane(a, req, name, resp);
-        if (!sb)
-                return;
-        dataplane_handle(a, req, sb, (const char *const *)seg + 3, n - 3, resp);
-        mgr_leave(a->mgr, sb);
+        struct api_call c = {.a = a, .req = req, .name = m->name, .id = m->id};
+        size_t i = 0;
+        while (i < ARRAY_SIZE(steps) && steps[i](&c, m->route, resp))
+                i++;
+        if (i == ARRAY_SIZE(steps))
+                m->route->handler(&c, resp);
+        if (c.sb)
+                mgr_leave(a->mgr, c.sb);
 }

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* sandboxd serve: open the store, the keys and the runtime, reconnect to
- * the sandboxes still alive, serve HTTP until SIGTERM / SIGINT. Sandboxes
- * outlive the daemon: stopping it leaves them running. */
+/* sandboxd serve: the daemon's composition root. It checks the settings,
+ * opens what the daemon runs on (the state dir and its store and keys, the
+ * host-wide ranges, the runtime, the manager, the API), serves HTTP until
+ * SIGTERM / SIGINT, and shuts down; each is a step below, and what is open
+ * is released in reverse. Sandboxes outlive the daemon: stopping it leaves
+ * them running. */
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/random.h>
@@ -15,18 +18,38 @@
 #include "config.h"
 #include "../api/api.h"
 #include "../common/log.h"
+#include "../manager/manager.h"
 #include "../runtime/runtime.h"
 #include "../store/store.h"
 #include "cli.h"
 #include "settings.h"
 
-static void find_init(const struct settings *s, char *out, size_t len)
+/* What the daemon runs on, in the order it is opened. */
+struct serve {
+        struct settings s;
+        bool nat;
+        struct keys_external_config ext;
+        char *pubkeys_copy;
+        const char **pubkeys;
+        char init_path[PATH_MAX];
+        char state_abs[PATH_MAX];
+        char inst[RT_INSTANCE_LEN + 1];
+        char cgroot[64];
+        struct store *st;
+        struct keyring *keys;        /* until the api takes them */
+        struct rt_claim claim;
+        struct rt *rt;
+        struct manager *mgr;
+        struct api *api;
+        sigset_t signals;            /* taken by sigwait */
+};
+
+/* The sandbox-init binary: the setting, else next to this binary (a build
+ * tree), else the installed libexec one. */
+static int find_init(const struct settings *s, char *out, size_t len)
 {
-        if (s->init_path) {
-                snprintf(out, len, "%s", s->init_path);
-                return;
-        }
-        /* Next to this binary (a build tree), then the installed libexec. */
+        if (s->init_path)
+                return path_join(out, len, s->init_path, "");
         char self[PATH_MAX];
         ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
         if (n > 0) {
@@ -34,46 +57,52 @@ static void find_init(const struct settings *s, char *out, size_t len)
                 char *slash = strrchr(self, '/');
                 if (slash) {
                         *slash = '\0';
-                        snprintf(out, len, "%s/sandbox-init", self);
-                        if (access(out, X_OK) == 0)
-                                return;
+                        if (path_join(out, len, self, "sandbox-init") == 0 &&
+                            access(out, X_OK) == 0)
+                                return 0;
                 }
         }
-        snprintf(out, len, "%s/sandbox-init", SANDBOXD_LIBEXECDIR);
+        return path_join(out, len, SANDBOXD_LIBEXECDIR, "sandbox-init");
+}
+
+static bool is_hex_id(const char *id, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+                        return false;
+        return true;
 }
 
 /* A short random id of this state dir, made on first start: it names the
  * daemon's cgroup subtree, so two daemons with different state dirs on one
  * host (tests do that) never share a sandbox cgroup. */
-static int instance_id(const char *state, char out[17])
+static int instance_id(const char *state, char out[RT_INSTANCE_LEN + 1])
 {
-        char path[PATH_MAX];
-        snprintf(path, sizeof(path), "%s/instance-id", state);
+        char path[PATH_MAX], tmp[PATH_MAX];
+        int r = path_join(path, sizeof(path), state, "instance-id");
+        if (r < 0 || (r = path_printf(tmp, sizeof(tmp), "%s.tmp", path)) < 0)
+                return r;
         int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd >= 0) {
-                ssize_t n = read(fd, out, 16);
+                ssize_t n = read(fd, out, RT_INSTANCE_LEN);
                 close(fd);
-                if (n == 16) {
-                        out[16] = '\0';
-                        bool ok = true;
-                        for (int i = 0; i < 16; i++)
-                                ok = ok && ((out[i] >= '0' && out[i] <= '9') ||
-                                            (out[i] >= 'a' && out[i] <= 'f'));
-                        if (ok)
-                                return 0;
-                }
+                out[RT_INSTANCE_LEN] = '\0';
+                if (n == RT_INSTANCE_LEN && is_hex_id(out, RT_INSTANCE_LEN))
+                        return 0;
         }
-        uint8_t rnd[8];
+        uint8_t rnd[RT_INSTANCE_LEN / 2];
         if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
                 return -EIO;
-        for (int i = 0; i < 8; i++)
-                snprintf(out + 2 * i, 3, "%02x", rnd[i]);
-        char tmp[PATH_MAX];
-        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+        static const char hex[] = "0123456789abcdef";
+        for (size_t i = 0; i < sizeof(rnd); i++) {
+                out[2 * i] = hex[rnd[i] >> 4];
+                out[2 * i + 1] = hex[rnd[i] & 0xf];
+        }
+        out[RT_INSTANCE_LEN] = '\0';
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return -errno;
-        int r = write_all(fd, out, 16);
+        r = write_all(fd, out, RT_INSTANCE_LEN);
         close(fd);
         if (r < 0 || rename(tmp, path) < 0)
                 return r < 0 ? r : -errno;
@@ -132,6 +161,7 @@ static bool issuers_config(const struct settings *s, const char *const *pubkeys,
 
 static enum log_level parse_level(const char *s)
 {
+        /* The settings table allows these four words only. */
         if (!strcmp(s, "debug"))
                 return LOG_DEBUG;
         if (!strcmp(s, "warn"))
@@ -141,7 +171,11 @@ static enum log_level parse_level(const char *s)
         return LOG_INFO;
 }
 
-int cmd_serve(int argc, char **argv)
+/* ---- the steps ---- */
+
+/* The settings of the command line, the config file and the environment.
+ * -1 to go on, else the exit code (--help, a bad setting). */
+static int serve_settings(struct serve *sv, int argc, char **argv)
 {
         for (int i = 0; i < argc; i++)
                 if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -149,195 +183,264 @@ int cmd_serve(int argc, char **argv)
                         settings_usage(SET_SERVE | SET_URL);
                         return 0;
                 }
-        struct settings s;
         char **args = NULL;
-        settings_defaults(&s);
-        if (settings_parse(&s, SET_SERVE | SET_URL, argc, argv, NULL, NULL, NULL, &args) < 0)
+        settings_defaults(&sv->s);
+        if (settings_parse(&sv->s, SET_SERVE | SET_URL, argc, argv, NULL, NULL, NULL, &args) < 0)
                 return 2;
+        int code = -1;
         if (args[0]) {
                 fprintf(stderr, "sandboxd serve: unexpected argument '%s'\n", args[0]);
-                return 2;
+                code = 2;
         }
         free(args);
-        log_set_level(parse_level(s.log_level));
+        log_set_level(parse_level(sv->s.log_level));
+        return code;
+}
 
-        int ret = 1;
-        struct sbx_error err = { 0 };
-        struct store *st = NULL;
-        struct keyring *keys = NULL;
-        struct rt *rt = NULL;
-        struct manager *mgr = NULL;
-        struct api api = { 0 };
-        struct rt_claim claim = { .fd = -1 };
-        struct keys_external_config ext;
-        _cleanup_free_ char *pubkeys_copy = NULL;
-        _cleanup_free_ const char **pubkeys = NULL;
-
-        int r = mkdir_p(s.state, 0700);
-        if (r < 0) {
-                log_error("cannot create state dir %s: %s", s.state, strerror(-r));
-                goto out;
-        }
-        char path[PATH_MAX];
-        snprintf(path, sizeof(path), "%s/sandboxd.db", s.state);
-        if (s.public_keys && split_list(s.public_keys, &pubkeys_copy, &pubkeys) < 0) {
+/* What the settings say together, before anything is opened (each one
+ * alone was checked against its bounds as it was read). */
+static int serve_check(struct serve *sv)
+{
+        const struct settings *s = &sv->s;
+        sv->nat = !strcmp(s->network, "nat");
+        if (s->public_keys && split_list(s->public_keys, &sv->pubkeys_copy, &sv->pubkeys) < 0) {
                 log_error("out of memory");
-                goto out;
+                return -ENOMEM;
         }
-        if (!issuers_config(&s, pubkeys, &ext))
-                goto out;
-        if (s.rate_limit > 0 && ratelimit_new(s.rate_limit, s.rate_burst, &api.ratelimit) < 0) {
-                log_error("bad rate_limit %lld / rate_burst %lld (rate 1..1000000, burst "
-                          "0..1000000000)",
-                          (long long)s.rate_limit, (long long)s.rate_burst);
-                goto out;
+        if (!issuers_config(s, sv->pubkeys, &sv->ext))
+                return -EINVAL;
+        if (find_init(s, sv->init_path, sizeof(sv->init_path)) < 0) {
+                log_error("init_path: the path of sandbox-init is too long");
+                return -ENAMETOOLONG;
         }
-        if (store_open(path, &st, &err) < 0 || keys_load(s.state, &ext, &keys, &err) < 0) {
+        return 0;
+}
+
+/* The state dir, its store and the keys. */
+static int open_state(struct serve *sv)
+{
+        const char *state = sv->s.state;
+        char db[PATH_MAX];
+        struct sbx_error err = { 0 };
+        int r = mkdir_p(state, 0700);
+        if (r < 0) {
+                log_error("cannot create state dir %s: %s", state, strerror(-r));
+                return r;
+        }
+        if (!realpath(state, sv->state_abs)) {
+                log_error("state dir %s: %s", state, strerror(errno));
+                return -errno;
+        }
+        if ((r = path_join(db, sizeof(db), state, "sandboxd.db")) < 0) {
+                log_error("state dir %s: path too long", state);
+                return r;
+        }
+        if ((r = store_open(db, &sv->st, &err)) < 0 ||
+            (r = keys_load(state, &sv->ext, &sv->keys, &err)) < 0) {
                 log_error("%s", err.msg);
-                goto out;
+                return r;
         }
-        char init_path[PATH_MAX];
-        find_init(&s, init_path, sizeof(init_path));
-        char inst[17], cgroot[64];
-        if ((r = instance_id(s.state, inst)) < 0) {
-                log_error("cannot write %s/instance-id: %s", s.state, strerror(-r));
-                goto out;
+        return 0;
+}
+
+/* This instance's id and the host-wide ranges, claimed against every
+ * other sandboxd of this host for as long as this one runs. */
+static int open_claim(struct serve *sv)
+{
+        const struct settings *s = &sv->s;
+        struct sbx_error err = { 0 };
+        int r = instance_id(s->state, sv->inst);
+        if (r < 0) {
+                log_error("cannot write %s/instance-id: %s", s->state, strerror(-r));
+                return r;
         }
-        snprintf(cgroot, sizeof(cgroot), "sandboxd/%s", inst);
-        if (s.disk_limit && s.disk_limit < (16 << 20)) {
-                log_error("disk_limit must be 0 (none) or at least 16M");
-                goto out;
-        }
-        bool nat = !strcmp(s.network, "nat");
-        if (!nat && strcmp(s.network, "none")) {
-                log_error("network must be nat or none, not `%s`", s.network);
-                goto out;
-        }
-        /* The host-wide ranges, claimed against every other sandboxd of
-         * this host for as long as this one runs. */
-        char state_abs[PATH_MAX];
-        if (!realpath(s.state, state_abs)) {
-                log_error("state dir %s: %s", s.state, strerror(errno));
-                goto out;
-        }
-        struct rt_claim_want want = { .state_dir = state_abs, .instance = inst,
-                                      .uid_base = s.uid_base,
-                                      .uid_count = (uint32_t)s.max_sandboxes * MGR_UID_RANGE,
-                                      .net_range = nat ? s.net_range : NULL,
-                                      .net_slots = (uint32_t)s.max_sandboxes };
-        if (rt_claim_take(&want, &claim, &err) < 0) {
+        snprintf(sv->cgroot, sizeof(sv->cgroot), "sandboxd/%s", sv->inst);
+        struct rt_claim_want want = { .state_dir = sv->state_abs, .instance = sv->inst,
+                                      .uid_base = s->uid_base,
+                                      .uid_count = (uint32_t)s->max_sandboxes * MGR_UID_RANGE,
+                                      .net_range = sv->nat ? s->net_range : NULL,
+                                      .net_slots = (uint32_t)s->max_sandboxes };
+        if ((r = rt_claim_take(&want, &sv->claim, &err)) < 0) {
                 log_error("%s", err.msg);
-                goto out;
+                return r;
         }
-        log_info("instance %s: uids %u-%u%s%s", inst, claim.uid_base,
-                 claim.uid_base + (claim.uid_count - 1), nat ? ", net_range " : "",
-                 nat ? claim.net_range : "");
-        struct rt_config rtc = { .init_path = init_path, .cgroup_root = cgroot,
-                                 .instance = inst,
-                                 .net_range = nat ? claim.net_range : NULL, .dns = s.dns,
-                                 .dns_port = (int32_t)s.dns_port,
-                                 .dns_upstream = s.dns_upstream };
-        /* Before any thread exists: the runtime forks its helper here. */
-        if (rt_open(&rtc, &rt, &err) < 0) {
+        log_info("instance %s: uids %u-%u%s%s", sv->inst, sv->claim.uid_base,
+                 sv->claim.uid_base + (sv->claim.uid_count - 1), sv->nat ? ", net_range " : "",
+                 sv->nat ? sv->claim.net_range : "");
+        return 0;
+}
+
+/* Before any thread exists: the runtime forks its helper here. */
+static int open_runtime(struct serve *sv)
+{
+        const struct settings *s = &sv->s;
+        struct sbx_error err = { 0 };
+        struct rt_config rtc = { .init_path = sv->init_path, .cgroup_root = sv->cgroot,
+                                 .instance = sv->inst,
+                                 .net_range = sv->nat ? sv->claim.net_range : NULL,
+                                 .dns = s->dns, .dns_port = (int32_t)s->dns_port,
+                                 .dns_upstream = s->dns_upstream };
+        int r = rt_open(&rtc, &sv->rt, &err);
+        if (r < 0)
                 log_error("runtime: %s", err.msg);
-                goto out;
-        }
+        return r;
+}
 
-        /* SIGTERM / SIGINT / SIGHUP are taken by sigwait below; every thread
-         * started from here on inherits the blocked mask. */
-        sigset_t set;
-        sigemptyset(&set);
-        sigaddset(&set, SIGTERM);
-        sigaddset(&set, SIGINT);
-        sigaddset(&set, SIGHUP);
-        pthread_sigmask(SIG_BLOCK, &set, NULL);
+/* SIGTERM / SIGINT / SIGHUP are taken by sigwait in serve_run; every
+ * thread started from here on inherits the blocked mask. */
+static int block_signals(struct serve *sv)
+{
+        sigemptyset(&sv->signals);
+        sigaddset(&sv->signals, SIGTERM);
+        sigaddset(&sv->signals, SIGINT);
+        sigaddset(&sv->signals, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &sv->signals, NULL);
         signal(SIGPIPE, SIG_IGN);
+        return 0;
+}
 
+static int open_manager(struct serve *sv)
+{
+        const struct settings *s = &sv->s;
+        struct sbx_error err = { 0 };
         struct mgr_config mc = {
-                .state_dir = s.state,
-                .images_dir = s.images,
-                .default_image = s.default_image,
-                .uid_base = claim.uid_base,
-                .max_sandboxes = (uint32_t)s.max_sandboxes,
-                .idle_timeout_ms = s.idle_timeout_ms,
-                .suspended_ttl_ms = s.suspended_ttl_ms,
-                .max_age_ms = s.max_age_ms,
-                .max_per_deployment = s.max_per_deployment,
-                .allow_unknown_accounts = s.allow_unknown_accounts,
-                .pool_size = s.pool_size,
-                .limits = { .memory_bytes = (uint64_t)s.memory_limit,
-                            .pids = (uint64_t)s.pids_limit,
-                            .nofile = (uint32_t)s.max_open_files,
-                            .cpu_shares = (uint64_t)s.cpu_shares,
-                            .tmp_bytes = (uint64_t)s.tmp_size,
-                            .disk_bytes = (uint64_t)s.disk_limit,
-                            .network = nat ? RT_NET_NAT : RT_NET_NONE },
+                .state_dir = s->state,
+                .images_dir = s->images,
+                .default_image = s->default_image,
+                .uid_base = sv->claim.uid_base,
+                .max_sandboxes = (uint32_t)s->max_sandboxes,
+                .idle_timeout_ms = s->idle_timeout_ms,
+                .suspended_ttl_ms = s->suspended_ttl_ms,
+                .max_age_ms = s->max_age_ms,
+                .max_per_deployment = s->max_per_deployment,
+                .allow_unknown_accounts = s->allow_unknown_accounts,
+                .pool_size = s->pool_size,
+                .limits = { .memory_bytes = (uint64_t)s->memory_limit,
+                            .pids = (uint64_t)s->pids_limit,
+                            .nofile = (uint32_t)s->max_open_files,
+                            .cpu_shares = (uint64_t)s->cpu_shares,
+                            .tmp_bytes = (uint64_t)s->tmp_size,
+                            .disk_bytes = (uint64_t)s->disk_limit,
+                            .network = sv->nat ? RT_NET_NAT : RT_NET_NONE },
         };
-        if (mgr_open(&mc, st, rt, &mgr, &err) < 0) {
+        int r = mgr_open(&mc, sv->st, sv->rt, &sv->mgr, &err);
+        if (r < 0)
                 log_error("manager: %s", err.msg);
-                goto out;
-        }
-        api.cfg = (struct api_config){
-                .listen = s.listen,
-                .url = s.url,
-                .credential_ttl_ms = s.credential_ttl_ms,
-                .token_leeway_ms = s.token_leeway_ms,
-                .max_body_bytes = s.max_body_bytes,
-                .max_file_bytes = s.max_file_bytes,
-                .max_connections = s.max_connections,
-                .max_connections_per_ip = s.max_connections_per_ip,
-                .request_head_timeout_ms = s.request_head_timeout_ms,
-                .rate_limit = s.rate_limit,
-                .rate_burst = s.rate_burst,
+        return r;
+}
+
+static int open_api(struct serve *sv)
+{
+        const struct settings *s = &sv->s;
+        struct sbx_error err = { 0 };
+        struct api_config ac = {
+                .listen = s->listen,
+                .url = s->url,
+                .state_dir = s->state,
+                .keys_ext = &sv->ext,
+                .credential_ttl_ms = s->credential_ttl_ms,
+                .token_leeway_ms = s->token_leeway_ms,
+                .max_body_bytes = s->max_body_bytes,
+                .max_file_bytes = s->max_file_bytes,
+                .max_connections = s->max_connections,
+                .max_connections_per_ip = s->max_connections_per_ip,
+                .request_head_timeout_ms = s->request_head_timeout_ms,
+                .rate_limit = s->rate_limit,
+                .rate_burst = s->rate_burst,
         };
-        api.mgr = mgr;
-        api.keys = keys;
-        api.keys_ext = &ext;
-        api.state_dir = s.state;
-        pthread_mutex_init(&api.keys_lock, NULL);
-        if (api_start(&api, &err) < 0) {
+        int r = api_new(&ac, sv->mgr, sv->keys, &sv->api, &err);
+        if (r < 0) {
                 log_error("%s", err.msg);
-                goto out;
+                return r;
+        }
+        sv->keys = NULL; /* the api's now */
+        return 0;
+}
+
+static int (*const open_steps[])(struct serve *sv) = {
+        open_state, open_claim, open_runtime, block_signals, open_manager, open_api,
+};
+
+static int serve_open(struct serve *sv)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(open_steps); i++) {
+                int r = open_steps[i](sv);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* Serve until SIGTERM or SIGINT; SIGHUP loads the keys again. */
+static int serve_run(struct serve *sv)
+{
+        struct sbx_error err = { 0 };
+        int r = api_start(sv->api, &err);
+        if (r < 0) {
+                log_error("%s", err.msg);
+                return r;
         }
         log_info("sandboxd %s serving on %s (url %s, state %s, images %s)", SANDBOXD_VERSION,
-                 s.listen, s.url, s.state, s.images);
-
+                 sv->s.listen, sv->s.url, sv->s.state, sv->s.images);
         for (;;) {
                 int sig = 0;
-                if (sigwait(&set, &sig) != 0)
+                if (sigwait(&sv->signals, &sig) != 0)
                         continue;
-                if (sig == SIGHUP) {
-                        api_reload_keys(&api);
-                        continue;
+                if (sig != SIGHUP) {
+                        log_info("signal %d: shutting down (sandboxes keep running)", sig);
+                        return 0;
                 }
-                log_info("signal %d: shutting down (sandboxes keep running)", sig);
-                break;
+                api_reload_keys(sv->api);
         }
-        if (!api_drain(&api, s.shutdown_grace_ms)) {
-                /* A request still waits on its sandbox (an exec without a
-                 * deadline, say). Its command goes on in the sandbox; only
-                 * the answer is lost. The store is a WAL: leaving without
-                 * closing it loses nothing. */
-                log_warn("%d requests still running after %lld ms; leaving without them",
-                         atomic_load(&api.inflight), (long long)s.shutdown_grace_ms);
-                mgr_stop_pool(mgr);
-                _exit(0);
-        }
-        ret = 0;
-out:
-        api_stop(&api);
-        mgr_close(mgr);
+}
+
+/* Let the requests in flight finish, for up to shutdown_grace. */
+static void serve_shutdown(struct serve *sv)
+{
+        int left = api_drain(sv->api, sv->s.shutdown_grace_ms);
+        if (left == 0)
+                return;
+        /* A request still waits on its sandbox (an exec without a deadline,
+         * say). Its command goes on in the sandbox; only the answer is lost.
+         * The store is a WAL: leaving without closing it loses nothing. */
+        log_warn("%d requests still running after %lld ms; leaving without them", left,
+                 (long long)sv->s.shutdown_grace_ms);
+        mgr_stop_pool(sv->mgr);
+        _exit(0);
+}
+
+/* Release what is open, in reverse. */
+static void serve_close(struct serve *sv)
+{
+        if (sv->api)
+                api_stop(sv->api);
+        mgr_close(sv->mgr);
         /* The claim stays recorded while sandboxes of this instance run on
          * (they outlive the daemon); no other daemon picks it by itself. */
-        bool alive = !rt || rt_any_alive(rt);
-        rt_close(rt);
-        rt_claim_release(&claim, !alive);
-        if (api.keys)
-                keyring_free(api.keys);
-        else if (keys)
-                keyring_free(keys);
-        store_close(st);
-        ratelimit_free(api.ratelimit);
-        settings_free(&s);
-        return ret;
+        bool alive = !sv->rt || rt_any_alive(sv->rt);
+        rt_close(sv->rt);
+        rt_claim_release(&sv->claim, !alive);
+        api_free(sv->api);
+        keyring_free(sv->keys);
+        store_close(sv->st);
+        free(sv->pubkeys_copy);
+        free(sv->pubkeys);
+        settings_free(&sv->s);
+}
+
+int cmd_serve(int argc, char **argv)
+{
+        struct serve sv = { .claim = { .fd = -1 } };
+        int code = serve_settings(&sv, argc, argv);
+        if (code >= 0) {
+                settings_free(&sv.s);
+                return code;
+        }
+        code = 1;
+        if (serve_check(&sv) == 0 && serve_open(&sv) == 0 && serve_run(&sv) == 0) {
+                serve_shutdown(&sv);
+                code = 0;
+        }
+        serve_close(&sv);
+        return code;
 }

@@ -2,121 +2,158 @@
 #include "settings.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../api/jwt.h"
+#include "../api/ratelimit.h"
 #include "../common/util.h"
 #include "../manager/manager.h"
 
-enum kind { K_STR, K_DURATION, K_INT, K_SIZE, K_BOOL };
+enum kind { K_STR, K_ENUM, K_DURATION, K_INT, K_SIZE, K_BOOL };
+
+/* Values a number takes besides its range. */
+#define V_AUTO (1u << 0) /* "auto": the daemon picks it (stored as -1) */
+#define V_ZERO (1u << 1) /* 0: none / off, below the range's minimum */
 
 struct option_def {
-        const char *key;  /* config key; the flag is --key with '_' -> '-' */
+        const char *key;            /* config key; the flag is --key with '_' -> '-' */
         enum kind kind;
         size_t offset;
         unsigned groups;
-        const char *def;  /* default as text; NULL = unset */
+        const char *def;            /* default as text; NULL = unset */
         const char *help;
-        int64_t min, max; /* K_INT / K_SIZE bounds; both 0 = none */
+        int64_t min, max;           /* K_INT, K_SIZE, K_DURATION: the range */
+        unsigned also;              /* V_AUTO, V_ZERO */
+        const char *const *words;   /* K_ENUM: the values, NULL-terminated */
 };
-
-/* A default of "auto": the daemon picks the value (K_INT: stored as -1). */
-#define AUTO "auto"
 
 #define OFF(f) offsetof(struct settings, f)
 
-/* Entries without bounds leave min and max out (zero). */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+/* One constructor per kind, redis's createIntConfig(name, min, max, default)
+ * style: a number's range is where the setting is declared, and a value
+ * outside it is an error that names the setting, never clamped. */
+#define STR(key, f, groups, def, help) { key, K_STR, OFF(f), groups, def, help, 0, 0, 0, NULL }
+#define ENUM(key, f, groups, def, help, ...)                                                  \
+        { key, K_ENUM, OFF(f), groups, def, help, 0, 0, 0,                                   \
+          (const char *const[]){ __VA_ARGS__, NULL } }
+#define BOOL(key, f, groups, def, help) { key, K_BOOL, OFF(f), groups, def, help, 0, 0, 0, NULL }
+#define INT(key, f, groups, def, min, max, also, help)                                       \
+        { key, K_INT, OFF(f), groups, def, help, min, max, also, NULL }
+#define SIZE(key, f, groups, def, min, max, also, help)                                      \
+        { key, K_SIZE, OFF(f), groups, def, help, min, max, also, NULL }
+#define DURATION(key, f, groups, def, min, max, also, help)                                  \
+        { key, K_DURATION, OFF(f), groups, def, help, min, max, also, NULL }
+
+#define KiB (INT64_C(1) << 10)
+#define MiB (INT64_C(1) << 20)
+#define GiB (INT64_C(1) << 30)
+#define TiB (INT64_C(1) << 40)
+#define SEC INT64_C(1000)
+#define MINUTE (60 * SEC)
+#define HOUR (60 * MINUTE)
+#define DAY (24 * HOUR)
+
+/* The warm pool's bound (the manager's MGR_MAX_POOL). */
+#define POOL_MAX 16
+/* cpu.shares' range, which cgroup v2's cpu.weight is converted from. */
+#define CPU_SHARES_MIN 2
+#define CPU_SHARES_MAX 262144
+/* The kernel's PID_MAX_LIMIT. */
+#define PIDS_MAX 4194304
+
 static const struct option_def defs[] = {
-        { "state", K_STR, OFF(state), SET_COMMON, "/var/lib/sandboxd",
-          "state directory (store, keys, sandboxes); env SANDBOXD_STATE" },
-        { "config", K_STR, OFF(config), SET_COMMON, NULL,
-          "config file of `key = value` lines (default <state>/sandboxd.conf if present)" },
-        { "images", K_STR, OFF(images), SET_COMMON, NULL, "images directory (default <state>/images)" },
-        { "log_level", K_STR, OFF(log_level), SET_COMMON, "info", "debug, info, warn or error" },
-        { "listen", K_STR, OFF(listen), SET_URL, "127.0.0.1:7070", "address and port to serve on" },
-        { "url", K_STR, OFF(url), SET_URL, NULL,
-          "public base URL, the identity tokens' iss (default http://<listen>)" },
-        { "default_image", K_STR, OFF(default_image), SET_SERVE, "debian",
-          "image of the `default` sandbox class" },
-        { "init_path", K_STR, OFF(init_path), SET_SERVE, NULL,
-          "sandbox-init binary (default: next to sandboxd, then the libexec dir)" },
-        { "idle_timeout", K_DURATION, OFF(idle_timeout_ms), SET_SERVE, "15m",
-          "suspend a sandbox after this long without a call" },
-        { "suspended_ttl", K_DURATION, OFF(suspended_ttl_ms), SET_SERVE, "1h",
-          "reclaim a sandbox suspended this long" },
-        { "max_age", K_DURATION, OFF(max_age_ms), SET_SERVE, "8h",
-          "reclaim a sandbox this long after its creation" },
-        { "credential_ttl", K_DURATION, OFF(credential_ttl_ms), SET_SERVE, "15m",
-          "lifetime of the data-plane credentials attach mints" },
-        { "shutdown_grace", K_DURATION, OFF(shutdown_grace_ms), SET_SERVE, "10s",
-          "on SIGTERM, how long requests in flight (an exec, a long poll) may finish" },
-        { "token_leeway", K_DURATION, OFF(token_leeway_ms), SET_SERVE, "60s",
-          "clock skew allowed on identity token exp/nbf/iat" },
-        { "max_per_deployment", K_INT, OFF(max_per_deployment), SET_SERVE, "20",
-          "sandboxes per deployment" },
-        { "max_body", K_SIZE, OFF(max_body_bytes), SET_SERVE, "16M",
-          "largest JSON request body" },
-        { "max_file", K_SIZE, OFF(max_file_bytes), SET_SERVE, "4G",
-          "largest file one PUT {endpoint}/files may write" },
-        { "max_connections", K_INT, OFF(max_connections), SET_SERVE, "1024",
-          "concurrent HTTP connections" },
-        { "max_connections_per_ip", K_INT, OFF(max_connections_per_ip), SET_SERVE, NULL,
-          "concurrent HTTP connections from one client address (default a quarter of max_connections)",
-          1, 1048576 },
-        { "request_head_timeout", K_DURATION, OFF(request_head_timeout_ms), SET_SERVE, "10s",
-          "close a connection whose request line and headers take longer than this (0 = never)" },
-        { "uid_base", K_INT, OFF(uid_base), SET_SERVE, AUTO,
-          "first host uid of the per-sandbox id ranges, 65536 ids each (auto: what this state "
-          "dir used last, else a range no other sandboxd of this host holds)",
-          65536, 4294901760 },
-        { "max_sandboxes", K_INT, OFF(max_sandboxes), SET_SERVE, "1024",
-          "sandboxes this daemon holds at once; sizes the uid range it claims (x 65536 ids) and "
-          "an auto net_range (x 4 addresses)",
-          1, MGR_MAX_SLOTS },
-        { "memory_limit", K_SIZE, OFF(memory_limit), SET_SERVE, "2G",
-          "memory per sandbox (0 = unlimited)" },
-        { "pids_limit", K_INT, OFF(pids_limit), SET_SERVE, "1024",
-          "processes per sandbox (0 = unlimited)" },
-        { "max_open_files", K_INT, OFF(max_open_files), SET_SERVE, "4096",
-          "open files per sandbox process (RLIMIT_NOFILE, soft = hard)", 64, 1048576 },
-        { "cpu_shares", K_INT, OFF(cpu_shares), SET_SERVE, "1024", "relative CPU weight per sandbox" },
-        { "tmp_size", K_SIZE, OFF(tmp_size), SET_SERVE, "256M", "size of each sandbox's /tmp" },
-        { "disk_limit", K_SIZE, OFF(disk_limit), SET_SERVE, "10G",
-          "cap on each sandbox's files (sparse ext4 image, made at its first start; 0 = none)" },
-        { "network", K_STR, OFF(network), SET_SERVE, "nat",
-          "nat (outside only: never the host, private or link-local ranges) or none (loopback)" },
-        { "net_range", K_STR, OFF(net_range), SET_SERVE, AUTO,
-          "IPv4 range of the nat sandboxes' veth pairs, one /30 each (auto: what this state dir "
-          "used last, else a free block of 10.200.0.0/14)" },
-        { "dns", K_STR, OFF(dns), SET_SERVE, NULL,
-          "nameservers of nat sandboxes, comma-separated public IPv4 (default: the host's public ones)" },
-        { "dns_port", K_INT, OFF(dns_port), SET_SERVE, AUTO,
-          "port of the DNS forwarder for nat sandboxes when the host has no public resolver "
-          "(0 = off, auto = any free port)",
-          0, 65535 },
-        { "dns_upstream", K_STR, OFF(dns_upstream), SET_SERVE, NULL,
-          "where the forwarder sends queries, \"a,b:port\" (default: the host's nameservers)" },
-        { "pool_size", K_INT, OFF(pool_size), SET_SERVE, "2",
-          "sandboxes of the default image kept started ahead of time (0-16)" },
-        { "allow_unknown_accounts", K_BOOL, OFF(allow_unknown_accounts), SET_SERVE, "true",
-          "accounts not enabled explicitly may use sandboxes" },
-        { "rate_limit", K_INT, OFF(rate_limit), SET_SERVE, "0",
-          "requests per second per deployment, answered 429 beyond (0 = off)" },
-        { "rate_burst", K_INT, OFF(rate_burst), SET_SERVE, NULL,
-          "requests a deployment may send at once (default 2 x rate_limit)" },
-        { "local_issuer", K_BOOL, OFF(local_issuer), SET_SERVE, "true",
-          "accept identity tokens signed with the server's own keys (sandboxd token)" },
-        { "hs256_secret_file", K_STR, OFF(hs256_secret_file), SET_SERVE, NULL,
-          "file holding an external issuer's HS256 secret (32 bytes or more)" },
-        { "public_keys", K_STR, OFF(public_keys), SET_SERVE, NULL,
-          "external issuers' PEM public keys (P-256: ES256, Ed25519: EdDSA), comma-separated" },
+        STR("state", state, SET_COMMON, "/var/lib/sandboxd",
+            "state directory (store, keys, sandboxes); env SANDBOXD_STATE"),
+        STR("config", config, SET_COMMON, NULL,
+            "config file of `key = value` lines (default <state>/sandboxd.conf if present)"),
+        STR("images", images, SET_COMMON, NULL, "images directory (default <state>/images)"),
+        ENUM("log_level", log_level, SET_COMMON, "info", "how much the daemon logs", "debug",
+             "info", "warn", "error"),
+        STR("listen", listen, SET_URL, "127.0.0.1:7070", "address and port to serve on"),
+        STR("url", url, SET_URL, NULL,
+            "public base URL, the identity tokens' iss (default http://<listen>)"),
+        STR("default_image", default_image, SET_SERVE, "debian",
+            "image of the `default` sandbox class"),
+        STR("init_path", init_path, SET_SERVE, NULL,
+            "sandbox-init binary (default: next to sandboxd, then the libexec dir)"),
+        DURATION("idle_timeout", idle_timeout_ms, SET_SERVE, "15m", SEC, 365 * DAY, 0,
+                 "suspend a sandbox after this long without a call"),
+        DURATION("suspended_ttl", suspended_ttl_ms, SET_SERVE, "1h", SEC, 365 * DAY, 0,
+                 "reclaim a sandbox suspended this long"),
+        DURATION("max_age", max_age_ms, SET_SERVE, "8h", SEC, 365 * DAY, 0,
+                 "reclaim a sandbox this long after its creation"),
+        DURATION("credential_ttl", credential_ttl_ms, SET_SERVE, "15m", SEC, 365 * DAY, 0,
+                 "lifetime of the data-plane credentials attach mints"),
+        DURATION("shutdown_grace", shutdown_grace_ms, SET_SERVE, "10s", 0, HOUR, 0,
+                 "on SIGTERM, how long requests in flight (an exec, a long poll) may finish"),
+        DURATION("token_leeway", token_leeway_ms, SET_SERVE, "60s", 0, JWT_MAX_LEEWAY_S * SEC, 0,
+                 "clock skew allowed on identity token exp/nbf/iat (whole seconds count)"),
+        INT("max_per_deployment", max_per_deployment, SET_SERVE, "20", 0, MGR_MAX_SLOTS, 0,
+            "sandboxes per deployment (0 = no cap)"),
+        SIZE("max_body", max_body_bytes, SET_SERVE, "16M", 1, TiB, 0, "largest JSON request body"),
+        SIZE("max_file", max_file_bytes, SET_SERVE, "4G", 1, 1024 * TiB, 0,
+             "largest file one PUT {endpoint}/files may write"),
+        INT("max_connections", max_connections, SET_SERVE, "1024", 1, 1048576, 0,
+            "concurrent HTTP connections"),
+        INT("max_connections_per_ip", max_connections_per_ip, SET_SERVE, NULL, 1, 1048576, 0,
+            "concurrent HTTP connections from one client address (default a quarter of "
+            "max_connections)"),
+        DURATION("request_head_timeout", request_head_timeout_ms, SET_SERVE, "10s", SEC, HOUR,
+                 V_ZERO,
+                 "close a connection whose request line and headers take longer than this (0 = "
+                 "never)"),
+        INT("uid_base", uid_base, SET_SERVE, "auto", 65536, 4294901760, V_AUTO,
+            "first host uid of the per-sandbox id ranges, 65536 ids each (auto: what this state "
+            "dir used last, else a range no other sandboxd of this host holds)"),
+        INT("max_sandboxes", max_sandboxes, SET_SERVE, "1024", 1, MGR_MAX_SLOTS, 0,
+            "sandboxes this daemon holds at once; sizes the uid range it claims (x 65536 ids) and "
+            "an auto net_range (x 4 addresses)"),
+        SIZE("memory_limit", memory_limit, SET_SERVE, "2G", 0, 1024 * TiB, 0,
+             "memory per sandbox (0 = unlimited)"),
+        INT("pids_limit", pids_limit, SET_SERVE, "1024", 0, PIDS_MAX, 0,
+            "processes per sandbox (0 = unlimited)"),
+        INT("max_open_files", max_open_files, SET_SERVE, "4096", 64, 1048576, 0,
+            "open files per sandbox process (RLIMIT_NOFILE, soft = hard)"),
+        INT("cpu_shares", cpu_shares, SET_SERVE, "1024", CPU_SHARES_MIN, CPU_SHARES_MAX, V_ZERO,
+            "relative CPU weight per sandbox (0 = the cgroup's default)"),
+        SIZE("tmp_size", tmp_size, SET_SERVE, "256M", 0, TiB, 0,
+             "size of each sandbox's /tmp (0 = the runtime's default)"),
+        SIZE("disk_limit", disk_limit, SET_SERVE, "10G", 16 * MiB, 1024 * TiB, V_ZERO,
+             "cap on each sandbox's files (sparse ext4 image, made at its first start; 0 = none)"),
+        ENUM("network", network, SET_SERVE, "nat",
+             "nat (outside only: never the host, private or link-local ranges) or none (loopback)",
+             "nat", "none"),
+        STR("net_range", net_range, SET_SERVE, "auto",
+            "IPv4 range of the nat sandboxes' veth pairs, one /30 each (auto: what this state dir "
+            "used last, else a free block of 10.200.0.0/14)"),
+        STR("dns", dns, SET_SERVE, NULL,
+            "nameservers of nat sandboxes, comma-separated public IPv4 (default: the host's public "
+            "ones)"),
+        INT("dns_port", dns_port, SET_SERVE, "auto", 0, 65535, V_AUTO,
+            "port of the DNS forwarder for nat sandboxes when the host has no public resolver "
+            "(0 = off, auto = any free port)"),
+        STR("dns_upstream", dns_upstream, SET_SERVE, NULL,
+            "where the forwarder sends queries, \"a,b:port\" (default: the host's nameservers)"),
+        INT("pool_size", pool_size, SET_SERVE, "2", 0, POOL_MAX, 0,
+            "sandboxes of the default image kept started ahead of time"),
+        BOOL("allow_unknown_accounts", allow_unknown_accounts, SET_SERVE, "true",
+             "accounts not enabled explicitly may use sandboxes"),
+        INT("rate_limit", rate_limit, SET_SERVE, "0", 0, RATELIMIT_MAX_RATE, 0,
+            "requests per second per deployment, answered 429 beyond (0 = off)"),
+        INT("rate_burst", rate_burst, SET_SERVE, NULL, 0, RATELIMIT_MAX_BURST, 0,
+            "requests a deployment may send at once (default 2 x rate_limit)"),
+        BOOL("local_issuer", local_issuer, SET_SERVE, "true",
+             "accept identity tokens signed with the server's own keys (sandboxd token)"),
+        STR("hs256_secret_file", hs256_secret_file, SET_SERVE, NULL,
+            "file holding an external issuer's HS256 secret (32 bytes or more)"),
+        STR("public_keys", public_keys, SET_SERVE, NULL,
+            "external issuers' PEM public keys (P-256: ES256, Ed25519: EdDSA), comma-separated"),
 };
-#pragma GCC diagnostic pop
 
 static int parse_size(const char *s, int64_t *ret)
 {
@@ -152,72 +189,163 @@ static bool is_bool_word(const char *v)
         return false;
 }
 
-static int set_value(struct settings *s, const struct option_def *d, const char *v)
+static int parse_int(const char *v, int64_t *ret)
+{
+        char *end;
+        errno = 0;
+        long long n = strtoll(v, &end, 10);
+        if (errno || end == v || *end || n < 0)
+                return -EINVAL;
+        *ret = n;
+        return 0;
+}
+
+static int parse_bool(const char *v, bool *ret)
+{
+        if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "on"))
+                *ret = true;
+        else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no") || !strcmp(v, "off"))
+                *ret = false;
+        else
+                return -EINVAL;
+        return 0;
+}
+
+static int set_string(char **field, const char *v)
+{
+        char *copy = strdup(v);
+        if (!copy)
+                return -ENOMEM;
+        free(*field);
+        *field = copy;
+        return 0;
+}
+
+static bool is_word(const struct option_def *d, const char *v)
+{
+        for (const char *const *w = d->words; *w; w++)
+                if (!strcmp(*w, v))
+                        return true;
+        return false;
+}
+
+static bool is_number(enum kind k)
+{
+        return k == K_INT || k == K_SIZE || k == K_DURATION;
+}
+
+/* A number of d's kind as it is written: 16M, 90s, 1024. */
+static void format_number(const struct option_def *d, int64_t v, char *out, size_t len)
+{
+        static const struct {
+                int64_t unit;
+                const char *suffix;
+        } sizes[] = { { TiB, "T" }, { GiB, "G" }, { MiB, "M" }, { KiB, "K" } },
+          times[] = { { DAY, "d" }, { HOUR, "h" }, { MINUTE, "m" }, { SEC, "s" } };
+        const char *suffix = d->kind == K_DURATION && v ? "ms" : "";
+        int64_t n = v;
+        for (size_t i = 0; v && d->kind != K_INT && i < ARRAY_SIZE(sizes); i++) {
+                int64_t unit = d->kind == K_SIZE ? sizes[i].unit : times[i].unit;
+                if (v % unit == 0) {
+                        n = v / unit;
+                        suffix = d->kind == K_SIZE ? sizes[i].suffix : times[i].suffix;
+                        break;
+                }
+        }
+        snprintf(out, len, "%lld%s", (long long)n, suffix);
+}
+
+/* What d accepts, for its error and its help: "16M-1024T, or 0". */
+static void format_range(const struct option_def *d, char *out, size_t len)
+{
+        char lo[32], hi[32];
+        if (d->kind == K_ENUM) {
+                size_t o = 0;
+                out[0] = '\0';
+                for (const char *const *w = d->words; *w && o < len; w++)
+                        o += (size_t)snprintf(out + o, len - o, "%s%s", w == d->words ? "" : ", ",
+                                              *w);
+                return;
+        }
+        format_number(d, d->min, lo, sizeof(lo));
+        format_number(d, d->max, hi, sizeof(hi));
+        snprintf(out, len, "%s-%s%s%s", lo, hi, d->also & V_ZERO ? ", or 0" : "",
+                 d->also & V_AUTO ? ", or auto" : "");
+}
+
+static int parse_value(struct settings *s, const struct option_def *d, const char *v)
 {
         void *field = (char *)s + d->offset;
-        int r = 0;
-        if (d->kind == K_INT && d->def && !strcmp(d->def, AUTO) && !strcmp(v, AUTO)) {
+        switch (d->kind) {
+        case K_STR:
+                return set_string(field, v);
+        case K_ENUM:
+                return is_word(d, v) ? set_string(field, v) : -ERANGE;
+        case K_BOOL:
+                return parse_bool(v, field);
+        case K_DURATION:
+        case K_INT:
+        case K_SIZE:
+                break;
+        }
+        int64_t n;
+        int r;
+        if ((d->also & V_AUTO) && !strcmp(v, "auto")) {
                 *(int64_t *)field = -1;
                 return 0;
         }
-        switch (d->kind) {
-        case K_STR: {
-                char *copy = strdup(v);
-                if (!copy)
-                        return -ENOMEM;
-                free(*(char **)field);
-                *(char **)field = copy;
-                return 0;
-        }
-        case K_DURATION:
-                r = parse_duration_ms(v, (int64_t *)field);
-                break;
-        case K_INT: {
-                char *end;
-                errno = 0;
-                long long n = strtoll(v, &end, 10);
-                if (errno || end == v || *end || n < 0)
-                        r = -EINVAL;
-                else
-                        *(int64_t *)field = n;
-                break;
-        }
-        case K_SIZE:
-                r = parse_size(v, (int64_t *)field);
-                break;
-        case K_BOOL:
-                if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "on"))
-                        *(bool *)field = true;
-                else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no") ||
-                         !strcmp(v, "off"))
-                        *(bool *)field = false;
-                else
-                        r = -EINVAL;
-                break;
-        }
-        if (r == 0 && (d->min || d->max) &&
-            (*(int64_t *)field < d->min || *(int64_t *)field > d->max)) {
-                fprintf(stderr, "sandboxd: %s must be %lld to %lld, not '%s'\n", d->key,
-                        (long long)d->min, (long long)d->max, v);
-                return -ERANGE;
-        }
+        if (d->kind == K_DURATION)
+                r = parse_duration_ms(v, &n);
+        else if (d->kind == K_SIZE)
+                r = parse_size(v, &n);
+        else
+                r = parse_int(v, &n);
         if (r < 0)
-                fprintf(stderr, "sandboxd: bad value '%s' for %s\n", v, d->key);
+                return -EINVAL;
+        if ((n < d->min || n > d->max) && !(n == 0 && (d->also & V_ZERO)))
+                return -ERANGE;
+        *(int64_t *)field = n;
+        return 0;
+}
+
+/* Set d from its text v; a bad value is an error naming the setting (and
+ * where it was set: "file:line: ", or ""). */
+static int set_value_at(struct settings *s, const struct option_def *d, const char *v,
+                        const char *where)
+{
+        int r = parse_value(s, d, v);
+        if (r == -ERANGE) {
+                char range[128];
+                format_range(d, range, sizeof(range));
+                fprintf(stderr, "sandboxd: %s%s must be %s%s, not '%s'\n", where, d->key,
+                        d->kind == K_ENUM ? "one of " : "", range, v);
+        } else if (r < 0) {
+                fprintf(stderr, "sandboxd: %sbad value '%s' for %s\n", where, v, d->key);
+        }
         return r;
 }
 
-void settings_defaults(struct settings *s)
+static int set_value(struct settings *s, const struct option_def *d, const char *v)
 {
+        return set_value_at(s, d, v, "");
+}
+
+int settings_defaults(struct settings *s)
+{
+        int ret = 0;
         memset(s, 0, sizeof(*s));
-        for (size_t i = 0; i < ARRAY_SIZE(defs); i++)
-                if (defs[i].def)
-                        set_value(s, &defs[i], defs[i].def);
+        for (size_t i = 0; i < ARRAY_SIZE(defs); i++) {
+                int r = defs[i].def ? set_value(s, &defs[i], defs[i].def) : 0;
+                if (r < 0 && ret == 0)
+                        ret = r;
+        }
+        return ret;
 }
 
 void settings_free(struct settings *s)
 {
         for (size_t i = 0; i < ARRAY_SIZE(defs); i++)
-                if (defs[i].kind == K_STR) {
+                if (defs[i].kind == K_STR || defs[i].kind == K_ENUM) {
                         char **p = (char **)((char *)s + defs[i].offset);
                         free(*p);
                         *p = NULL;
@@ -284,23 +412,20 @@ static int read_config(struct settings *s, const char *path, bool must_exist)
                         r = -EINVAL;
                         break;
                 }
-                if ((r = set_value(s, d, val)) < 0)
+                char where[PATH_MAX + 32];
+                snprintf(where, sizeof(where), "%s:%d: ", path, lineno);
+                if ((r = set_value_at(s, d, val, where)) < 0)
                         break;
         }
         fclose(f);
         return r;
 }
 
-int settings_parse(struct settings *s, unsigned groups, int argc, char **argv,
-                   settings_extra_fn extra, const char *const *extra_flags, void *ctx,
-                   char ***ret_args)
+/* Pass 1: the config file (--config, else <state>/sandboxd.conf if it is
+ * there, with the state dir from --state, SANDBOXD_STATE or the default),
+ * then SANDBOXD_STATE over it. */
+static int read_config_and_env(struct settings *s, int argc, char **argv)
 {
-        groups |= SET_COMMON;
-        char **args = calloc((size_t)argc + 1, sizeof(char *));
-        if (!args)
-                return -ENOMEM;
-        size_t nargs = 0;
-        /* Pass 1: find --config and --state, which decide the config file. */
         const char *config = NULL, *state_flag = NULL;
         for (int i = 0; i < argc; i++) {
                 if (!strncmp(argv[i], "--config=", 9))
@@ -313,105 +438,136 @@ int settings_parse(struct settings *s, unsigned groups, int argc, char **argv,
                         state_flag = argv[i + 1];
         }
         const char *env_state = getenv("SANDBOXD_STATE");
-        const char *state = state_flag ? state_flag : env_state && *env_state ? env_state : s->state;
-        char defconf[4096];
+        if (env_state && !*env_state)
+                env_state = NULL;
+        const char *state = state_flag ? state_flag : env_state ? env_state : s->state;
         int r;
         if (config) {
                 r = read_config(s, config, true);
         } else {
-                snprintf(defconf, sizeof(defconf), "%s/sandboxd.conf", state);
-                r = read_config(s, defconf, false);
-        }
-        if (r < 0)
-                goto fail;
-        if (env_state && *env_state && (r = set_value(s, &defs[0], env_state)) < 0)
-                goto fail;
-
-        /* Pass 2: flags. */
-        for (int i = 0; i < argc; i++) {
-                const char *a = argv[i];
-                if (strncmp(a, "--", 2) || !a[2]) {
-                        if (a[0] == '-' && a[1] && strcmp(a, "-")) {
-                                fprintf(stderr, "sandboxd: unknown option '%s'\n", a);
-                                r = -EINVAL;
-                                goto fail;
-                        }
-                        args[nargs++] = argv[i];
-                        continue;
-                }
-                char name[128];
-                const char *value = NULL;
-                const char *eq = strchr(a + 2, '=');
-                size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-                if (nl >= sizeof(name)) {
-                        fprintf(stderr, "sandboxd: unknown option '%s'\n", a);
-                        r = -EINVAL;
-                        goto fail;
-                }
-                memcpy(name, a + 2, nl);
-                name[nl] = '\0';
-                if (eq)
-                        value = eq + 1;
-
-                const struct option_def *d = find_def(name, groups);
-                bool takes_value = true;
-                bool is_extra = false;
-                if (!d && extra_flags) {
-                        for (const char *const *e = extra_flags; *e; e++) {
-                                size_t el = strlen(*e);
-                                bool boolean = el && (*e)[el - 1] == '!';
-                                if (strlen(name) == el - boolean && !strncmp(*e, name, el - boolean)) {
-                                        is_extra = true;
-                                        takes_value = !boolean;
-                                }
-                        }
-                }
-                if (!d && !is_extra) {
-                        fprintf(stderr, "sandboxd: unknown option '--%s' (see --help)\n", name);
-                        r = -EINVAL;
-                        goto fail;
-                }
-                /* A boolean flag alone means true; `--flag false` works too. */
-                if (d && d->kind == K_BOOL && !value)
-                        value = i + 1 < argc && is_bool_word(argv[i + 1]) ? argv[++i] : "true";
-                if (takes_value && !value && !(d && d->kind == K_BOOL)) {
-                        if (i + 1 >= argc) {
-                                fprintf(stderr, "sandboxd: option '--%s' needs a value\n", name);
-                                r = -EINVAL;
-                                goto fail;
-                        }
-                        value = argv[++i];
-                }
-                if (d)
-                        r = set_value(s, d, value);
-                else
-                        r = extra(name, takes_value ? value : "true", ctx) < 0 ? -EINVAL : 0;
+                char defconf[PATH_MAX];
+                r = path_join(defconf, sizeof(defconf), state, "sandboxd.conf");
                 if (r < 0)
-                        goto fail;
+                        fprintf(stderr, "sandboxd: state dir %s: path too long\n", state);
+                else
+                        r = read_config(s, defconf, false);
         }
-        if (!s->url && (groups & SET_URL)) {
-                char u[512];
-                snprintf(u, sizeof(u), "http://%s", s->listen);
-                s->url = strdup(u);
+        if (r == 0 && env_state)
+                r = set_value(s, find_def("state", SET_COMMON), env_state);
+        return r;
+}
+
+/* The flags a caller takes besides the table's: "name" takes a value,
+ * "name!" is a boolean. Whether name is one; *takes_value. */
+static bool is_extra_flag(const char *const *extra_flags, const char *name, bool *takes_value)
+{
+        for (const char *const *e = extra_flags; e && *e; e++) {
+                size_t el = strlen(*e);
+                bool boolean = el && (*e)[el - 1] == '!';
+                if (strlen(name) == el - boolean && !strncmp(*e, name, el - boolean)) {
+                        *takes_value = !boolean;
+                        return true;
+                }
         }
-        if (!s->images) {
-                char p[4096];
-                snprintf(p, sizeof(p), "%s/images", s->state);
-                s->images = strdup(p);
+        return false;
+}
+
+struct flags {
+        unsigned groups;
+        settings_extra_fn extra;
+        const char *const *extra_flags;
+        void *ctx;
+        int argc;
+        char **argv;
+};
+
+/* Pass 2, one flag: argv[*i] is "--name[=value]"; a value of its own
+ * moves *i on. */
+static int parse_flag(struct settings *s, const struct flags *f, int *i)
+{
+        const char *a = f->argv[*i];
+        char name[128];
+        const char *eq = strchr(a + 2, '=');
+        size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (nl >= sizeof(name)) {
+                fprintf(stderr, "sandboxd: unknown option '%s'\n", a);
+                return -EINVAL;
         }
-        if (!s->url && (groups & SET_URL))
+        memcpy(name, a + 2, nl);
+        name[nl] = '\0';
+        const char *value = eq ? eq + 1 : NULL;
+        const struct option_def *d = find_def(name, f->groups);
+        bool takes_value = true;
+        if (!d && !is_extra_flag(f->extra_flags, name, &takes_value)) {
+                fprintf(stderr, "sandboxd: unknown option '--%s' (see --help)\n", name);
+                return -EINVAL;
+        }
+        bool next = *i + 1 < f->argc;
+        /* A boolean flag alone means true; `--flag false` works too. */
+        if (d && d->kind == K_BOOL && !value)
+                value = next && is_bool_word(f->argv[*i + 1]) ? f->argv[++*i] : "true";
+        if (takes_value && !value) {
+                if (!next) {
+                        fprintf(stderr, "sandboxd: option '--%s' needs a value\n", name);
+                        return -EINVAL;
+                }
+                value = f->argv[++*i];
+        }
+        if (d)
+                return set_value(s, d, value);
+        return f->extra(name, takes_value ? value : "true", f->ctx) < 0 ? -EINVAL : 0;
+}
+
+/* Settings whose default comes from others: url from listen, images from
+ * state. */
+static int fill_derived(struct settings *s, unsigned groups)
+{
+        if (!s->url && (groups & SET_URL) && asprintf(&s->url, "http://%s", s->listen) < 0) {
+                s->url = NULL;
                 return -ENOMEM;
+        }
+        if (!s->images && asprintf(&s->images, "%s/images", s->state) < 0) {
+                s->images = NULL;
+                return -ENOMEM;
+        }
         /* A trailing slash would make iss comparisons and endpoints differ. */
         if (s->url) {
                 size_t ul = strlen(s->url);
                 while (ul > 0 && s->url[ul - 1] == '/')
                         s->url[--ul] = '\0';
         }
-        *ret_args = args;
         return 0;
-fail:
-        free(args);
-        return r < 0 ? r : -EINVAL;
+}
+
+int settings_parse(struct settings *s, unsigned groups, int argc, char **argv,
+                   settings_extra_fn extra, const char *const *extra_flags, void *ctx,
+                   char ***ret_args)
+{
+        const struct flags f = { .groups = groups | SET_COMMON, .extra = extra,
+                                 .extra_flags = extra_flags, .ctx = ctx, .argc = argc,
+                                 .argv = argv };
+        _cleanup_free_ char **args = calloc((size_t)argc + 1, sizeof(char *));
+        if (!args)
+                return -ENOMEM;
+        size_t nargs = 0;
+        int r = read_config_and_env(s, argc, argv);
+        for (int i = 0; r == 0 && i < argc; i++) {
+                const char *a = argv[i];
+                if (!strncmp(a, "--", 2) && a[2]) {
+                        r = parse_flag(s, &f, &i);
+                } else if (a[0] == '-' && a[1] && strcmp(a, "-")) {
+                        fprintf(stderr, "sandboxd: unknown option '%s'\n", a);
+                        r = -EINVAL;
+                } else {
+                        args[nargs++] = argv[i];
+                }
+        }
+        if (r == 0)
+                r = fill_derived(s, f.groups);
+        if (r < 0)
+                return r;
+        *ret_args = TAKE_PTR(args);
+        return 0;
 }
 
 void settings_usage(unsigned groups)
@@ -427,8 +583,11 @@ void settings_usage(unsigned groups)
                 for (size_t j = 0; j <= n; j++)
                         flag[j] = d->key[j] == '_' ? '-' : d->key[j];
                 printf("  --%-24s %s", flag, d->help);
-                if (d->min || d->max)
-                        printf(" (%lld-%lld)", (long long)d->min, (long long)d->max);
+                if (is_number(d->kind) || d->kind == K_ENUM) {
+                        char range[128];
+                        format_range(d, range, sizeof(range));
+                        printf(" (%s)", range);
+                }
                 if (d->def)
                         printf(" [%s]", d->def);
                 printf("\n");

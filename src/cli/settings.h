@@ -15,7 +15,7 @@ struct settings {
         char *config;              /* config file path */
         char *default_image;
         char *init_path;           /* sandbox-init binary */
-        char *log_level;
+        char *log_level;           /* debug, info, warn or error */
         char *hs256_secret_file;   /* external issuer: HS256 shared secret */
         char *public_keys;         /* external issuer: comma-separated PEM files */
         char *network;             /* "nat" or "none" */
@@ -57,8 +57,13 @@ enum settings_group {
         SET_URL = 1 << 2,    /* url, listen (token needs them to name iss) */
 };
 
-void settings_defaults(struct settings *s);
+/* Every setting at its default; -errno when a default is out of its own
+ * bounds (a bug the unit test catches). */
+int settings_defaults(struct settings *s);
 void settings_free(struct settings *s);
+
+/* Each setting's bounds and values are in its table entry (settings.c); a
+ * value outside them is an error that names the setting, never clamped. */
 
 /* Parse argv (from index 0 = first option after the subcommand) into s,
  * accepting only options of `groups`; positional arguments are returned

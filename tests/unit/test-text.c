@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "src/api/api.h"
+#include "src/api/respond.h"
 
 /* Run bytes through api_json_text and parse the result back. */
 static char *round_trip(const char *in, size_t len, size_t *ret_len)

@@ -27,10 +27,11 @@ import type {
 /** Sandbox names, as the server checks them. */
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 /**
- * Process ids go into a URL path: the first character must not be a dot, so
- * an id can never be a `.` or `..` segment that the URL parser would fold.
+ * Process ids, as the server checks them: a copy of agent_proc_id_valid() in
+ * src/agent/proto.h. They go into a URL path; without a dot, an id can never
+ * be a `.` or `..` segment that the URL parser would fold.
  */
-const PROCESS_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+const PROCESS_ID_RE = /^[A-Za-z0-9-]{1,64}$/;
 const SIGNALS: ReadonlySet<string> = new Set(["TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2"]);
 
 const DEFAULT_TIMEOUT_SECONDS = 30;

@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+#include "control.h"
+
+#include <string.h>
+
+#include "../common/log.h"
+#include "api-internal.h"
+#include "cred.h"
+#include "errors.h"
+
+static json_t *record_json(const struct mgr_record *r)
+{
+        char created[32], active[32];
+        format_rfc3339(r->created_at, created);
+        format_rfc3339(r->last_active_at, active);
+        json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "name", r->name, "class",
+                              r->sandbox_class, "state", sbx_state_name(r->state), "createdAt",
+                              created, "lastActiveAt", active, "network", r->network);
+        if (j && r->ceiling_at) {
+                char ceil[32];
+                format_rfc3339(r->ceiling_at, ceil);
+                json_object_set_new(j, "ceilingAt", json_string(ceil));
+        }
+        return j;
+}
+
+/* An optional string member of the attach body; false with resp set when
+ * it is there and no string. */
+static bool optional_string(json_t *body, const char *key, const char **ret, const char *what,
+                            struct api_resp *resp)
+{
+        json_t *v = json_object_get(body, key);
+        if (!v || json_is_null(v))
+                return true;
+        if (!json_is_string(v)) {
+                api_error(resp, 400, "invalid_argument", "%s", what);
+                return false;
+        }
+        *ret = json_string_value(v);
+        return true;
+}
+
+/* The attach body, optional: {"class"?, "network"?}. False with resp set
+ * when it is malformed; *ret_body is to be json_decref'd either way. */
+static bool attach_body(struct api_req *req, json_t **ret_body, const char **cls,
+                        const char **network, struct api_resp *resp)
+{
+        *ret_body = NULL;
+        if (!req->body.len)
+                return true;
+        json_error_t jerr;
+        json_t *body = json_loadb(req->body.data, req->body.len, JSON_REJECT_DUPLICATES, &jerr);
+        *ret_body = body;
+        if (!json_is_object(body)) {
+                api_error(resp, 400, "invalid_argument", "body: expected a JSON object");
+                return false;
+        }
+        return optional_string(body, "class", cls, "class: expected a string", resp) &&
+               optional_string(body, "network", network, "network: \"nat\" or \"none\"", resp);
+}
+
+/* The handle of an attached sandbox: its record, endpoint and a fresh
+ * credential. */
+static void attach_answer(struct api_call *c, const struct mgr_record *rec, uint64_t id,
+                          struct api_resp *resp)
+{
+        struct api *a = c->a;
+        struct sbx_error err = {0};
+        int64_t exp = now_ms() + a->cfg.credential_ttl_ms;
+        _cleanup_free_ char *cred = NULL;
+        struct keyring *kr = api_keys(a);
+        int r = cred_mint(kr, c->caller.deployment, c->name, id, exp, &cred, &err);
+        keyring_free(kr);
+        if (r < 0) {
+                api_error(resp, 500, "internal", "cannot mint a credential");
+                return;
+        }
+        char expires[32];
+        format_rfc3339(exp, expires);
+        api_json(resp, 200,
+                 json_pack("{s:s,s:s,s:s,s:o,s:{s:o},s:s,s:s}", "name", rec->name, "class",
+                           rec->sandbox_class, "state", sbx_state_name(rec->state), "endpoint",
+                           json_sprintf("%s/v1/sandboxes/%s", a->cfg.url, c->name), "headers",
+                           "Authorization", json_sprintf("Bearer %s", cred), "expiresAt", expires,
+                           "network", rec->network));
+}
+
+void control_attach(struct api_call *c, struct api_resp *resp)
+{
+        const char *cls = "default", *network = NULL;
+        json_t *body = NULL;
+        if (!attach_body(c->req, &body, &cls, &network, resp)) {
+                json_decref(body);
+                return;
+        }
+        struct sbx_error err = {0};
+        struct mgr_record rec;
+        uint64_t id = 0;
+        int r = mgr_attach(c->a->mgr, &c->caller, c->name, cls, network, &id, &rec, &err);
+        json_decref(body);
+        if (r < 0) {
+                if (r == -EHOSTDOWN)
+                        log_error("attach %s/%s: %s", c->caller.deployment, c->name, err.msg);
+                api_error_errno(resp, API_ERR_CONTROL, r, &err);
+                return;
+        }
+        attach_answer(c, &rec, id, resp);
+}
+
+void control_list(struct api_call *c, struct api_resp *resp)
+{
+        struct mgr_record *v = NULL;
+        size_t n = 0;
+        struct sbx_error err = {0};
+        int r = mgr_list(c->a->mgr, &c->caller, &v, &n, &err);
+        if (r < 0) {
+                api_error_errno(resp, API_ERR_CONTROL, r, &err);
+                return;
+        }
+        json_t *arr = json_array();
+        for (size_t i = 0; i < n; i++)
+                json_array_append_new(arr, record_json(&v[i]));
+        free(v);
+        api_json(resp, 200, json_pack("{s:o}", "sandboxes", arr));
+}
+
+void control_get(struct api_call *c, struct api_resp *resp)
+{
+        struct sbx_error err = {0};
+        struct mgr_record rec;
+        int r = mgr_get(c->a->mgr, &c->caller, c->name, &rec, &err);
+        if (r < 0)
+                api_error_errno(resp, API_ERR_CONTROL, r, &err);
+        else
+                api_json(resp, 200, record_json(&rec));
+}
+
+void control_delete(struct api_call *c, struct api_resp *resp)
+{
+        struct sbx_error err = {0};
+        int r = mgr_delete(c->a->mgr, &c->caller, c->name, &err);
+        if (r < 0)
+                api_error_errno(resp, API_ERR_CONTROL, r, &err);
+        else
+                api_no_content(resp);
+}
+
+void control_stop(struct api_call *c, struct api_resp *resp)
+{
+        struct sbx_error err = {0};
+        int r = mgr_stop(c->a->mgr, &c->caller, c->name, &err);
+        if (r < 0)
+                api_error_errno(resp, API_ERR_CONTROL, r, &err);
+        else
+                api_no_content(resp);
+}

@@ -67,6 +67,8 @@ function sourceErrors() {
     for (const m of text.matchAll(/api_error\(\s*[^,()]+,\s*(\d{3})\s*,\s*"([a-z_]+)"/g)) found.set(`${m[1]} ${m[2]}`, f);
     // An error body built by hand (408 timeout, with its `written`).
     for (const m of text.matchAll(/api_json\(\s*[^,()]+,\s*(\d{3})\s*,[^;]*?"code"\s*,\s*"([a-z_]+)"/gs)) found.set(`${m[1]} ${m[2]}`, f);
+    // The errno-to-HTTP table (src/api/errors.h): X(context, errno, status, "code", reason).
+    for (const m of text.matchAll(/\bX\(\s*[A-Z_]+\s*,\s*[A-Z0-9]+\s*,\s*(\d{3})\s*,\s*"([a-z_]+)"/g)) found.set(`${m[1]} ${m[2]}`, f);
     // The fallback written out whole, for when even an error cannot be built.
     for (const m of text.matchAll(/\\"code\\":\\"([a-z_]+)\\"/g)) found.set(`500 ${m[1]}`, f);
   }

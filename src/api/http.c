@@ -386,9 +386,8 @@ int api_drain(struct api *a, int64_t grace_ms)
         if (ls != MHD_INVALID_SOCKET)
                 close(ls);
         int64_t deadline = mono_ms() + grace_ms;
-        const struct timespec tick = { .tv_nsec = 20 * 1000 * 1000 };
         while (atomic_load(&a->inflight) > 0 && mono_ms() < deadline)
-                nanosleep(&tick, NULL);
+                sleep_ms(20);
         return atomic_load(&a->inflight);
 }
 

@@ -187,7 +187,8 @@ int parse_duration_ms(const char *s, int64_t *ret_ms)
         char *end;
         errno = 0;
         double v = strtod(s, &end);
-        if (errno || end == s || v < 0 || v > 1e12)
+        /* Written so that NaN fails too. */
+        if (errno || end == s || !(v >= 0 && v <= 1e12))
                 return -EINVAL;
         double mult;
         if (!*end || !strcmp(end, "s"))
@@ -201,6 +202,10 @@ int parse_duration_ms(const char *s, int64_t *ret_ms)
         else if (!strcmp(end, "d"))
                 mult = 86400e3;
         else
+                return -EINVAL;
+        /* 1e12 days would overflow: past 2^62 ms (146 million years) is
+         * no duration anyone means. */
+        if (v * mult > 0x1p62)
                 return -EINVAL;
         *ret_ms = (int64_t)(v * mult);
         return 0;

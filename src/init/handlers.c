@@ -284,24 +284,10 @@ static void handle_start(struct init_ctx *ctx, struct conn *c, struct req *rq, b
                 reply_status(ctx, c, p);
 }
 
-static bool proc_id_valid(const char *id)
-{
-        size_t n = strlen(id);
-        if (n == 0 || n > 64)
-                return false;
-        for (size_t i = 0; i < n; i++) {
-                char ch = id[i];
-                if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                      (ch >= '0' && ch <= '9') || ch == '-'))
-                        return false;
-        }
-        return true;
-}
-
 /* The spawned process a request names, or NULL after answering. */
 static struct proc *lookup(struct init_ctx *ctx, struct conn *c, struct req *rq)
 {
-        if (!rq->proc_id || !proc_id_valid(rq->proc_id)) {
+        if (!rq->proc_id || !agent_proc_id_valid(rq->proc_id)) {
                 conn_reply_err(ctx, c, AGENT_E_INVALID, "a valid process id is required");
                 return NULL;
         }

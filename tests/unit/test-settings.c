@@ -2,6 +2,7 @@
 /* The settings table (src/cli/settings.c): defaults inside their own
  * bounds, values outside them refused naming the setting, never clamped;
  * enums, "auto" and the 0 that means none. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include <cmocka.h>
 
 #include "src/cli/settings.h"
+#include "src/common/util.h"
 
 static char state[] = P_tmpdir "/sandboxd-test-settings-XXXXXX";
 
@@ -98,6 +100,23 @@ static void test_bounds(void **st)
         expect_refused("--dns-port", "65536");
         expect_refused("--max-per-deployment", "-1");
         expect_refused("--max-per-deployment", "x");
+        expect_refused("--idle-timeout", "nan");
+}
+
+/* Durations that are no number of milliseconds are refused by the parser
+ * itself, before any bound: NaN, infinity, and products past int64. */
+static void test_durations(void **st)
+{
+        int64_t ms = 0;
+        assert_int_equal(parse_duration_ms("1.5s", &ms), 0);
+        assert_int_equal(ms, 1500);
+        assert_int_equal(parse_duration_ms("1e12ms", &ms), 0);
+        assert_int_equal(ms, 1000000000000LL);
+        assert_int_equal(parse_duration_ms("nan", &ms), -EINVAL);
+        assert_int_equal(parse_duration_ms("nanms", &ms), -EINVAL);
+        assert_int_equal(parse_duration_ms("inf", &ms), -EINVAL);
+        assert_int_equal(parse_duration_ms("1e12d", &ms), -EINVAL);
+        assert_int_equal(parse_duration_ms("-1s", &ms), -EINVAL);
 }
 
 static void test_zero_and_auto(void **st)
@@ -158,7 +177,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_defaults),      cmocka_unit_test(test_bounds),
             cmocka_unit_test(test_zero_and_auto), cmocka_unit_test(test_enums),
-            cmocka_unit_test(test_config_file),
+            cmocka_unit_test(test_config_file),   cmocka_unit_test(test_durations),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

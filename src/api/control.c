@@ -87,7 +87,7 @@ static void attach_answer(struct api_call *c, const struct mgr_record *rec, uint
 
 void control_attach(struct api_call *c, struct api_resp *resp)
 {
-        const char *cls = "default", *network = NULL;
+        const char *cls = NULL, *network = NULL; /* NULL: the default class */
         json_t *body = NULL;
         if (!attach_body(c->req, &body, &cls, &network, resp)) {
                 json_decref(body);

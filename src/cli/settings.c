@@ -58,8 +58,6 @@ struct option_def {
 #define HOUR (60 * MINUTE)
 #define DAY (24 * HOUR)
 
-/* The warm pool's bound (the manager's MGR_MAX_POOL). */
-#define POOL_MAX 16
 /* cpu.shares' range, which cgroup v2's cpu.weight is converted from. */
 #define CPU_SHARES_MIN 2
 #define CPU_SHARES_MAX 262144
@@ -139,7 +137,7 @@ static const struct option_def defs[] = {
             "(0 = off, auto = any free port)"),
         STR("dns_upstream", dns_upstream, SET_SERVE, NULL,
             "where the forwarder sends queries, \"a,b:port\" (default: the host's nameservers)"),
-        INT("pool_size", pool_size, SET_SERVE, "2", 0, POOL_MAX, 0,
+        INT("pool_size", pool_size, SET_SERVE, "2", 0, MGR_MAX_POOL, 0,
             "sandboxes of the default image kept started ahead of time"),
         BOOL("allow_unknown_accounts", allow_unknown_accounts, SET_SERVE, "true",
              "accounts not enabled explicitly may use sandboxes"),

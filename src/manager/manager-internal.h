@@ -66,7 +66,6 @@
 #include "timers.h"
 
 #define MGR_NBUCKETS 1024u
-#define MGR_MAX_POOL 16
 /* A timer that finds its sandbox busy, or in a call, looks again after this. */
 #define BUSY_RETRY_MS 1000
 

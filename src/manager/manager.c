@@ -134,7 +134,13 @@ int mgr_open(const struct mgr_config *cfg, struct store *st, struct rt *rt, stru
         pthread_cond_init(&m->pool_cond, NULL);
         if (getrandom(&m->run, sizeof(m->run), 0) != sizeof(m->run))
                 m->run = (uint64_t)now_ms() ^ ((uint64_t)getpid() << 32);
-        int r = init_classes(m, err);
+        int r = 0;
+        if (cfg->pool_size < 0 || cfg->pool_size > MGR_MAX_POOL ||
+            cfg->max_sandboxes > MGR_MAX_SLOTS)
+                r = sbx_error_say(err, EINVAL, "pool_size must be 0-%d and max_sandboxes at most %u",
+                                  MGR_MAX_POOL, MGR_MAX_SLOTS);
+        if (r == 0)
+                r = init_classes(m, err);
         if (r == 0)
                 r = init_dirs(m, cfg, err);
         if (r == 0 && (r = timers_open(sandbox_on_timer, m, &m->timers)) < 0)

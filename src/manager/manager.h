@@ -45,6 +45,8 @@ const char *sbx_state_name(enum sbx_state s);
  * uid_base + max_sandboxes * MGR_UID_RANGE). */
 #define MGR_UID_RANGE 65536u
 #define MGR_MAX_SLOTS 16384u
+/* At most this many sandboxes kept started ahead of time (pool_size). */
+#define MGR_MAX_POOL 16
 
 /* A sandbox class: what an attach names ("class"), and what it selects.
  * The record keeps the class's name; its sandbox runs under the class's

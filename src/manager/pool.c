@@ -122,8 +122,6 @@ static void *pool_main(void *arg)
 
 void pool_start(struct manager *m)
 {
-        if (m->cfg.pool_size > MGR_MAX_POOL)
-                m->cfg.pool_size = MGR_MAX_POOL;
         if (m->cfg.pool_size <= 0 || !class_find(m, MGR_DEFAULT_CLASS))
                 return;
         if (pthread_create(&m->pool_thread, NULL, pool_main, m) == 0)

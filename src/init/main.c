@@ -65,17 +65,19 @@ static int ensure_stdio(void)
 
 static int setup_signals(struct init_ctx *ctx)
 {
-        struct sigaction sa = {.sa_handler = SIG_IGN};
+        struct sigaction sa = {.sa_handler = SIG_DFL};
         sigset_t mask;
 
-        /* A daemon that hangs up mid-answer must give EPIPE, not kill us. */
+        /* Nothing is inherited as ignored (a daemon started in the
+         * background of a shell has SIGINT and SIGQUIT ignored; SIGCHLD
+         * ignored would auto-reap and lose every exit status). */
         sigemptyset(&sa.sa_mask);
+        for (int sig = 1; sig < NSIG; sig++)
+                if (sig != SIGKILL && sig != SIGSTOP)
+                        sigaction(sig, &sa, NULL); /* fails only for the ones libc keeps */
+        /* A daemon that hangs up mid-answer must give EPIPE, not kill us. */
+        sa.sa_handler = SIG_IGN;
         if (sigaction(SIGPIPE, &sa, NULL) < 0)
-                return -errno;
-        /* SIGCHLD must not be inherited as ignored: that would auto-reap and
-         * lose every exit status. */
-        sa.sa_handler = SIG_DFL;
-        if (sigaction(SIGCHLD, &sa, NULL) < 0)
                 return -errno;
         /* Everything else keeps its default disposition and no handler:
          * as PID 1 of a pid namespace the kernel then drops those signals

@@ -478,7 +478,7 @@ static int put_strs(struct agent_msg *m, uint16_t tag, const char *const *v, siz
         return 0;
 }
 
-static int put_cmd(struct agent_msg *m, const struct agent_cmd *cmd)
+int agent_put_cmd(struct agent_msg *m, const struct agent_cmd *cmd)
 {
         int r;
         if (!cmd || !cmd->argv || cmd->argc == 0 || cmd->argc > AGENT_MAX_ARGV ||
@@ -536,7 +536,7 @@ int agent_exec(const struct agent_peer *peer, const struct agent_cmd *cmd, int64
         int r;
 
         agent_msg_init(&m, AGENT_REQ_EXEC);
-        if ((r = put_cmd(&m, cmd)) < 0 ||
+        if ((r = agent_put_cmd(&m, cmd)) < 0 ||
             (timeout_ms > 0 &&
              (r = agent_put_u64(&m, AGENT_T_TIMEOUT_MS, (uint64_t)timeout_ms)) < 0) ||
             (cmd->max_output && (r = agent_put_u64(&m, AGENT_T_MAX_OUTPUT, cmd->max_output)) < 0)) {
@@ -567,7 +567,7 @@ int agent_spawn(const struct agent_peer *peer, const struct agent_cmd *cmd, stru
         int r;
 
         agent_msg_init(&m, AGENT_REQ_SPAWN);
-        if ((r = put_cmd(&m, cmd)) < 0 ||
+        if ((r = agent_put_cmd(&m, cmd)) < 0 ||
             (cmd->stdin_pipe && (r = agent_put_bool(&m, AGENT_T_STDIN, true)) < 0)) {
                 agent_msg_free(&m);
                 return build_error(err, r, "spawn");

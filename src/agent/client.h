@@ -54,6 +54,11 @@ struct agent_cmd {
         uint64_t max_output; /* exec: bytes kept per stream; 0 = 1 MiB */
 };
 
+/* Put cmd's ARGV, ENV and CWD fields into m (exec and spawn requests);
+ * -EINVAL for a command the agent would refuse by its shape, -E2BIG past
+ * the frame. */
+int agent_put_cmd(struct agent_msg *m, const struct agent_cmd *cmd);
+
 struct agent_exec_result {
         int exit_code; /* status, or 128 + signal */
         char *out;     /* stdout bytes, NUL terminated (not counted) */

@@ -10,11 +10,9 @@
 #include "../agent/client.h"
 #include "../common/log.h"
 #include "api-internal.h"
+#include "command.h"
 #include "errors.h"
 
-/* The API's own cap on a command and its environment together, below
- * what the agent accepts. */
-#define MAX_ARG_BYTES (256u << 10)
 /* How long a stdin write waits for the process to take its bytes. */
 #define STDIN_TIMEOUT_MS 10000
 
@@ -30,129 +28,6 @@ static json_t *parse_body(struct api_req *req, struct api_resp *resp)
                 return NULL;
         }
         return j;
-}
-
-/* A JSON string that can become a C string: no NUL inside. */
-static const char *c_string(json_t *v)
-{
-        if (!json_is_string(v))
-                return NULL;
-        const char *s = json_string_value(v);
-        return strlen(s) == json_string_length(v) ? s : NULL;
-}
-
-struct cmd_holder {
-        struct agent_cmd cmd;
-        const char *argv[AGENT_MAX_ARGV + 1];
-        char *env[AGENT_MAX_ENV + 1];
-        size_t envc;
-};
-
-static void cmd_holder_free(struct cmd_holder *h)
-{
-        for (size_t i = 0; i < h->envc; i++)
-                free(h->env[i]);
-}
-
-static int parse_argv(json_t *body, struct cmd_holder *h, size_t *total, struct api_resp *resp)
-{
-        json_t *cmd = json_object_get(body, "command");
-        if (!json_is_array(cmd) || json_array_size(cmd) == 0 ||
-            json_array_size(cmd) > AGENT_MAX_ARGV) {
-                api_error(resp, 400, "invalid_argument",
-                          "command: expected a non-empty array of strings");
-                return -1;
-        }
-        size_t i;
-        json_t *v;
-        json_array_foreach(cmd, i, v) {
-                const char *s = c_string(v);
-                if (!s) {
-                        api_error(resp, 400, "invalid_argument",
-                                  "command[%zu]: expected a string without NUL bytes", i);
-                        return -1;
-                }
-                *total += strlen(s) + 1;
-                h->argv[i] = s;
-        }
-        h->argv[i] = NULL;
-        h->cmd.argv = h->argv;
-        h->cmd.argc = i;
-        return 0;
-}
-
-static int parse_cwd(json_t *body, struct cmd_holder *h, struct api_resp *resp)
-{
-        json_t *cwd = json_object_get(body, "cwd");
-        if (!cwd || json_is_null(cwd))
-                return 0;
-        const char *s = c_string(cwd);
-        if (!s || !*s || strlen(s) > 4095) {
-                api_error(resp, 400, "invalid_argument", "cwd: expected a path");
-                return -1;
-        }
-        h->cmd.cwd = s;
-        return 0;
-}
-
-static int parse_env(json_t *body, struct cmd_holder *h, size_t *total, struct api_resp *resp)
-{
-        json_t *env = json_object_get(body, "env");
-        if (env && !json_is_null(env) &&
-            (!json_is_object(env) || json_object_size(env) > AGENT_MAX_ENV)) {
-                api_error(resp, 400, "invalid_argument", "env: expected an object of strings");
-                return -1;
-        }
-        const char *k;
-        json_t *v;
-        json_object_foreach(env, k, v) {
-                const char *val = c_string(v);
-                if (!*k || strchr(k, '=') || !val) {
-                        api_error(resp, 400, "invalid_argument", "env: bad variable '%.64s'", k);
-                        return -1;
-                }
-                char *kv = NULL;
-                int n = asprintf(&kv, "%s=%s", k, val);
-                if (n < 0) {
-                        api_error(resp, 503, "unavailable", "out of memory");
-                        return -1;
-                }
-                *total += (size_t)n + 1;
-                h->env[h->envc++] = kv;
-        }
-        h->env[h->envc] = NULL;
-        h->cmd.env = (const char *const *)h->env;
-        h->cmd.envc = h->envc;
-        return 0;
-}
-
-static int parse_stdin(json_t *body, struct cmd_holder *h, struct api_resp *resp)
-{
-        json_t *in = json_object_get(body, "stdin");
-        if (!in || json_is_null(in))
-                return 0;
-        if (!json_is_boolean(in)) {
-                api_error(resp, 400, "invalid_argument", "stdin: expected a boolean");
-                return -1;
-        }
-        h->cmd.stdin_pipe = json_is_true(in);
-        return 0;
-}
-
-/* command, cwd, env (and stdin for spawn) from an ExecRequest/SpawnRequest. */
-static int parse_cmd(json_t *body, struct cmd_holder *h, struct api_resp *resp)
-{
-        memset(&h->cmd, 0, sizeof(h->cmd));
-        h->envc = 0;
-        size_t total = 0;
-        if (parse_argv(body, h, &total, resp) < 0 || parse_cwd(body, h, resp) < 0 ||
-            parse_env(body, h, &total, resp) < 0)
-                return -1;
-        if (total > MAX_ARG_BYTES) {
-                api_error(resp, 413, "too_large", "command and env over %u bytes", MAX_ARG_BYTES);
-                return -1;
-        }
-        return parse_stdin(body, h, resp);
 }
 
 /* Output bytes as a JSON string, invalid UTF-8 replaced by U+FFFD. */
@@ -223,7 +98,7 @@ void dataplane_exec(struct api_call *c, struct api_resp *resp)
         json_t *body = parse_body(req, resp);
         if (!body)
                 return;
-        struct cmd_holder h;
+        struct api_cmd h;
         int64_t timeout = 0;
         json_t *t = json_object_get(body, "timeoutMs");
         if (t && !json_is_null(t)) {
@@ -235,8 +110,8 @@ void dataplane_exec(struct api_call *c, struct api_resp *resp)
                 }
                 timeout = json_integer_value(t);
         }
-        if (parse_cmd(body, &h, resp) < 0) {
-                cmd_holder_free(&h);
+        if (api_cmd_parse(body, &h, resp) < 0) {
+                api_cmd_free(&h);
                 json_decref(body);
                 return;
         }
@@ -246,7 +121,7 @@ void dataplane_exec(struct api_call *c, struct api_resp *resp)
         int r = agent_exec(mgr_agent(sb), &h.cmd, timeout, &res, &err);
         if (r < 0 && should_retry(a, sb, r))
                 r = agent_exec(mgr_agent(sb), &h.cmd, timeout, &res, &err);
-        cmd_holder_free(&h);
+        api_cmd_free(&h);
         json_decref(body);
         if (r < 0) {
                 agent_failure(sb, r, &err, resp);
@@ -269,9 +144,9 @@ void dataplane_spawn(struct api_call *c, struct api_resp *resp)
         json_t *body = parse_body(req, resp);
         if (!body)
                 return;
-        struct cmd_holder h;
-        if (parse_cmd(body, &h, resp) < 0) {
-                cmd_holder_free(&h);
+        struct api_cmd h;
+        if (api_cmd_parse(body, &h, resp) < 0) {
+                api_cmd_free(&h);
                 json_decref(body);
                 return;
         }
@@ -280,7 +155,7 @@ void dataplane_spawn(struct api_call *c, struct api_resp *resp)
         int r = agent_spawn(mgr_agent(sb), &h.cmd, &st, &err);
         if (r < 0 && should_retry(a, sb, r))
                 r = agent_spawn(mgr_agent(sb), &h.cmd, &st, &err);
-        cmd_holder_free(&h);
+        api_cmd_free(&h);
         json_decref(body);
         if (r < 0) {
                 agent_failure(sb, r, &err, resp);

@@ -14,7 +14,6 @@
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-
 void req_free(struct req *rq)
 {
         for (size_t i = 0; i < rq->argc; i++)
@@ -210,4 +209,3 @@ int req_cwd(struct req *rq, char **ret)
         *ret = out;
         return 0;
 }
-

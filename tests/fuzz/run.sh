@@ -6,11 +6,12 @@
 #   agent  the daemon's decoding of what a sandbox's agent answers
 #   path   the file endpoints' path normalizer and splitter
 #   init   sandbox-init's decoding of a request
+#   exec   the exec/spawn body parser, and the command's trip to sandbox-init
 # The corpus starts from the seeds below and grows in a temporary
 # directory; crash inputs are written to the current directory.
 set -eu
 
-targets="jwt agent path init"
+targets="jwt agent path init exec"
 secs=${1:-30}
 target=${2:-jwt}
 usage() { echo "usage: $0 [seconds] [$(echo $targets | tr ' ' '|')]" >&2; exit 2; }
@@ -23,7 +24,10 @@ if [ ! -f "$build/build.ninja" ]; then
         CC=${CC_FUZZ:-clang} meson setup "$build" "$root" -Dfuzz=true \
                 -Db_sanitize=address,undefined -Db_lundef=false -Doptimization=1 >/dev/null
 fi
-ninja -C "$build" "tests/fuzz/fuzz-$target" >/dev/null
+if ! out=$(ninja -C "$build" "tests/fuzz/fuzz-$target" 2>&1); then
+        echo "$out" >&2
+        exit 1
+fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sandboxd-fuzz.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
@@ -62,6 +66,12 @@ init)
         printf '\001\000\002\000\000\000sh\001\000\002\000\000\000-c\001\000\007\000\000\000echo hi\003\000\003\000\000\000A=1\002\000\003\000\000\000tmp' \
                 >"$c/exec"
         max_len=65536
+        ;;
+exec)
+        printf '{"command":["sh","-c","echo $X"],"cwd":"sub","env":{"X":"1"},"stdin":true}' \
+                >"$c/exec"
+        printf '{"command":["true"]}' >"$c/short"
+        max_len=8192
         ;;
 esac
 "$build/tests/fuzz/fuzz-$target" -max_total_time="$secs" -max_len="$max_len" -timeout=10 \

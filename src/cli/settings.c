@@ -317,10 +317,11 @@ static int set_value_at(struct settings *s, const struct option_def *d, const ch
                 format_range(d, range, sizeof(range));
                 fprintf(stderr, "sandboxd: %s%s must be %s%s, not '%s'\n", where, d->key,
                         d->kind == K_ENUM ? "one of " : "", range, v);
-        } else if (r < 0) {
+        } else if (r < 0 && r != -ENOMEM) {
                 fprintf(stderr, "sandboxd: %sbad value '%s' for %s\n", where, v, d->key);
         }
-        return r;
+        /* What settings_parse promises: a bad value is -EINVAL. */
+        return r == -ENOMEM ? r : r < 0 ? -EINVAL : 0;
 }
 
 static int set_value(struct settings *s, const struct option_def *d, const char *v)

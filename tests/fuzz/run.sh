@@ -7,11 +7,12 @@
 #   path   the file endpoints' path normalizer and splitter
 #   init   sandbox-init's decoding of a request
 #   exec   the exec/spawn body parser, and the command's trip to sandbox-init
+#   config the config file parser
 # The corpus starts from the seeds below and grows in a temporary
 # directory; crash inputs are written to the current directory.
 set -eu
 
-targets="jwt agent path init exec"
+targets="jwt agent path init exec config"
 secs=${1:-30}
 target=${2:-jwt}
 usage() { echo "usage: $0 [seconds] [$(echo $targets | tr ' ' '|')]" >&2; exit 2; }
@@ -71,6 +72,11 @@ exec)
         printf '{"command":["sh","-c","echo $X"],"cwd":"sub","env":{"X":"1"},"stdin":true}' \
                 >"$c/exec"
         printf '{"command":["true"]}' >"$c/short"
+        max_len=8192
+        ;;
+config)
+        printf '# a comment\nlisten = 127.0.0.1:7070\nnetwork = "none"\nidle_timeout = 90s\nmemory_limit = 1G\npool_size = 0\nuid_base = auto\n' \
+                >"$c/conf"
         max_len=8192
         ;;
 esac

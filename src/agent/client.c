@@ -278,7 +278,7 @@ int agent_call(int fd, const struct agent_msg *req, int timeout_ms, uint8_t **re
 
 /* Connect, ask, close. */
 static int call_peer(const struct agent_peer *peer, const struct agent_msg *req, int timeout_ms,
-                    uint8_t **ret_payload, uint32_t *ret_len, struct sbx_error *err)
+                     uint8_t **ret_payload, uint32_t *ret_len, struct sbx_error *err)
 {
         _cleanup_close_ int fd = -1;
         int r = dial(peer, &fd, err);
@@ -362,7 +362,6 @@ static int status_field(struct agent_proc_status *st, const struct agent_field *
                 return 0;
         }
 }
-
 
 static int status_fn(void *ctx, const struct agent_field *f)
 {
@@ -558,8 +557,8 @@ int agent_exec(const struct agent_peer *peer, const struct agent_cmd *cmd, int64
         return 0;
 }
 
-int agent_spawn(const struct agent_peer *peer, const struct agent_cmd *cmd, struct agent_proc_status *ret,
-                struct sbx_error *err)
+int agent_spawn(const struct agent_peer *peer, const struct agent_cmd *cmd,
+                struct agent_proc_status *ret, struct sbx_error *err)
 {
         struct agent_msg m;
         _cleanup_free_ uint8_t *payload = NULL;
@@ -587,8 +586,9 @@ static int put_id(struct agent_msg *m, const char *proc_id)
         return agent_put_str(m, AGENT_T_PROC_ID, proc_id);
 }
 
-int agent_poll(const struct agent_peer *peer, const char *proc_id, uint64_t stdout_from, uint64_t stderr_from,
-               int wait_ms, struct agent_poll_result *ret, struct sbx_error *err)
+int agent_poll(const struct agent_peer *peer, const char *proc_id, uint64_t stdout_from,
+               uint64_t stderr_from, int wait_ms, struct agent_poll_result *ret,
+               struct sbx_error *err)
 {
         struct agent_msg m;
         _cleanup_free_ uint8_t *payload = NULL;
@@ -648,7 +648,8 @@ int agent_list(const struct agent_peer *peer, struct agent_proc_list *ret, struc
 }
 
 /* A request whose OK answer carries nothing; m is freed. */
-static int simple_call(const struct agent_peer *peer, struct agent_msg *m, int timeout_ms, struct sbx_error *err)
+static int simple_call(const struct agent_peer *peer, struct agent_msg *m, int timeout_ms,
+                       struct sbx_error *err)
 {
         _cleanup_free_ uint8_t *payload = NULL;
         uint32_t len;
@@ -683,8 +684,8 @@ int agent_kill(const struct agent_peer *peer, const char *proc_id, struct sbx_er
         return simple_call(peer, &m, AGENT_CALL_TIMEOUT_MS, err);
 }
 
-int agent_stdin(const struct agent_peer *peer, const char *proc_id, const void *data, size_t len, bool close,
-                int timeout_ms, uint64_t *ret_written, struct sbx_error *err)
+int agent_stdin(const struct agent_peer *peer, const char *proc_id, const void *data, size_t len,
+                bool close, int timeout_ms, uint64_t *ret_written, struct sbx_error *err)
 {
         _cleanup_free_ uint8_t *payload = NULL;
         _cleanup_close_ int fd = -1;

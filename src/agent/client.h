@@ -134,13 +134,15 @@ int agent_ping(const struct agent_peer *peer, int timeout_ms, struct sbx_error *
  * the call waits that long plus AGENT_CALL_SLACK_MS (forever with none). */
 int agent_exec(const struct agent_peer *peer, const struct agent_cmd *cmd, int64_t timeout_ms,
                struct agent_exec_result *ret, struct sbx_error *err);
-int agent_spawn(const struct agent_peer *peer, const struct agent_cmd *cmd, struct agent_proc_status *ret,
-                struct sbx_error *err);
+int agent_spawn(const struct agent_peer *peer, const struct agent_cmd *cmd,
+                struct agent_proc_status *ret, struct sbx_error *err);
 /* wait_ms: hold until output or exit, at most this long (<= 30000). */
-int agent_poll(const struct agent_peer *peer, const char *proc_id, uint64_t stdout_from, uint64_t stderr_from,
-               int wait_ms, struct agent_poll_result *ret, struct sbx_error *err);
+int agent_poll(const struct agent_peer *peer, const char *proc_id, uint64_t stdout_from,
+               uint64_t stderr_from, int wait_ms, struct agent_poll_result *ret,
+               struct sbx_error *err);
 int agent_list(const struct agent_peer *peer, struct agent_proc_list *ret, struct sbx_error *err);
-int agent_signal(const struct agent_peer *peer, const char *proc_id, int sig, struct sbx_error *err);
+int agent_signal(const struct agent_peer *peer, const char *proc_id, int sig,
+                 struct sbx_error *err);
 int agent_kill(const struct agent_peer *peer, const char *proc_id, struct sbx_error *err);
 /* An O_PATH fd of the sandbox's "/" (from sandbox-init, over SCM_RIGHTS). */
 int agent_root(const struct agent_peer *peer, int *ret_fd, struct sbx_error *err);
@@ -150,5 +152,5 @@ int agent_root(const struct agent_peer *peer, int *ret_fd, struct sbx_error *err
  * data written, the rest discarded and stdin left open. <= 0: no limit.
  * Nothing of data stays queued in the agent once the call returns, however
  * it ends. One write at a time: another pending one is -EBUSY. */
-int agent_stdin(const struct agent_peer *peer, const char *proc_id, const void *data, size_t len, bool close,
-                int timeout_ms, uint64_t *ret_written, struct sbx_error *err);
+int agent_stdin(const struct agent_peer *peer, const char *proc_id, const void *data, size_t len,
+                bool close, int timeout_ms, uint64_t *ret_written, struct sbx_error *err);

@@ -262,6 +262,6 @@ static int find_fn(void *ctx, const struct agent_field *f)
 
 int agent_find(const uint8_t *payload, uint32_t len, uint16_t tag, struct agent_field *ret)
 {
-        struct find_ctx c = { tag, ret };
+        struct find_ctx c = {tag, ret};
         return agent_walk(payload, len, find_fn, &c);
 }

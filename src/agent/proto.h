@@ -37,9 +37,9 @@
 #define AGENT_RING_SIZE (1u << 20)          /* newest bytes kept per stream */
 #define AGENT_EXEC_MAX_OUTPUT (1u << 20)    /* exec: bytes kept per stream */
 #define AGENT_MAX_WAIT_MS 30000
-#define AGENT_MAX_ARGV 4096                 /* command words of an EXEC / SPAWN */
-#define AGENT_MAX_ENV 4096                  /* environment variables of one */
-#define AGENT_PROC_ID_MAX 64                /* bytes of a process id */
+#define AGENT_MAX_ARGV 4096  /* command words of an EXEC / SPAWN */
+#define AGENT_MAX_ENV 4096   /* environment variables of one */
+#define AGENT_PROC_ID_MAX 64 /* bytes of a process id */
 
 /* The process-id grammar, [A-Za-z0-9-]{1,64}: the daemon checks it before
  * it asks the agent, so an id the agent could never have made is answered
@@ -50,9 +50,8 @@ static inline bool agent_proc_id_valid(const char *id)
         size_t n = 0;
         for (; id[n]; n++) {
                 char c = id[n];
-                if (n == AGENT_PROC_ID_MAX ||
-                    !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      c == '-'))
+                if (n == AGENT_PROC_ID_MAX || !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                                                (c >= '0' && c <= '9') || c == '-'))
                         return false;
         }
         return n > 0;
@@ -60,11 +59,11 @@ static inline bool agent_proc_id_valid(const char *id)
 
 enum agent_msg_type {
         /* requests, daemon -> agent */
-        AGENT_REQ_PING = 1,   /* -> OK {VERSION} */
-        AGENT_REQ_EXEC = 2,   /* {ARGV+, CWD?, ENV*, TIMEOUT_MS?, MAX_OUTPUT?} -> OK exec result */
-        AGENT_REQ_SPAWN = 3,  /* {ARGV+, CWD?, ENV*, STDIN?} -> OK process status */
-        AGENT_REQ_POLL = 4,   /* {PROC_ID, STDOUT_FROM?, STDERR_FROM?, WAIT_MS?} -> OK poll result */
-        AGENT_REQ_LIST = 5,   /* {} -> OK {PROC*} (each PROC a nested process status) */
+        AGENT_REQ_PING = 1,  /* -> OK {VERSION} */
+        AGENT_REQ_EXEC = 2,  /* {ARGV+, CWD?, ENV*, TIMEOUT_MS?, MAX_OUTPUT?} -> OK exec result */
+        AGENT_REQ_SPAWN = 3, /* {ARGV+, CWD?, ENV*, STDIN?} -> OK process status */
+        AGENT_REQ_POLL = 4,  /* {PROC_ID, STDOUT_FROM?, STDERR_FROM?, WAIT_MS?} -> OK poll result */
+        AGENT_REQ_LIST = 5,  /* {} -> OK {PROC*} (each PROC a nested process status) */
         AGENT_REQ_SIGNAL = 6, /* {PROC_ID, SIGNAL} -> OK {} ; signal goes to the process group */
         AGENT_REQ_KILL = 7,   /* {PROC_ID} -> OK {} ; SIGKILL the group if running, then forget */
         AGENT_REQ_STDIN = 8,  /* {PROC_ID, DATA?, CLOSE?, TIMEOUT_MS?} -> OK {} once DATA is
@@ -79,40 +78,40 @@ enum agent_msg_type {
 };
 
 enum agent_tag {
-        AGENT_T_ARGV = 1,         /* string, repeated, in order */
-        AGENT_T_CWD = 2,          /* string; default /workspace; relative = against /workspace */
-        AGENT_T_ENV = 3,          /* string "KEY=VALUE", repeated; overrides the defaults */
-        AGENT_T_TIMEOUT_MS = 4,   /* u64; 0 or absent = no deadline */
-        AGENT_T_MAX_OUTPUT = 5,   /* u64; exec bytes kept per stream, default/max 1 MiB */
-        AGENT_T_STDIN = 6,        /* bool; spawn with a stdin pipe */
-        AGENT_T_PROC_ID = 7,      /* string, agent_proc_id_valid() */
-        AGENT_T_STDOUT_FROM = 8,  /* u64 */
-        AGENT_T_STDERR_FROM = 9,  /* u64 */
-        AGENT_T_WAIT_MS = 10,     /* u64, clamped to AGENT_MAX_WAIT_MS */
-        AGENT_T_SIGNAL = 11,      /* u64, a signal number */
-        AGENT_T_DATA = 12,        /* bytes */
-        AGENT_T_CLOSE = 13,       /* bool */
+        AGENT_T_ARGV = 1,        /* string, repeated, in order */
+        AGENT_T_CWD = 2,         /* string; default /workspace; relative = against /workspace */
+        AGENT_T_ENV = 3,         /* string "KEY=VALUE", repeated; overrides the defaults */
+        AGENT_T_TIMEOUT_MS = 4,  /* u64; 0 or absent = no deadline */
+        AGENT_T_MAX_OUTPUT = 5,  /* u64; exec bytes kept per stream, default/max 1 MiB */
+        AGENT_T_STDIN = 6,       /* bool; spawn with a stdin pipe */
+        AGENT_T_PROC_ID = 7,     /* string, agent_proc_id_valid() */
+        AGENT_T_STDOUT_FROM = 8, /* u64 */
+        AGENT_T_STDERR_FROM = 9, /* u64 */
+        AGENT_T_WAIT_MS = 10,    /* u64, clamped to AGENT_MAX_WAIT_MS */
+        AGENT_T_SIGNAL = 11,     /* u64, a signal number */
+        AGENT_T_DATA = 12,       /* bytes */
+        AGENT_T_CLOSE = 13,      /* bool */
 
-        AGENT_T_EXIT_CODE = 20,   /* u64 holding an int32 (code, or 128+signal) */
-        AGENT_T_STDOUT = 21,      /* bytes */
-        AGENT_T_STDERR = 22,      /* bytes */
-        AGENT_T_DURATION_MS = 23, /* u64 */
-        AGENT_T_TIMED_OUT = 24,   /* bool */
-        AGENT_T_TRUNCATED = 25,   /* bool */
-        AGENT_T_STATE = 26,       /* u64: 0 running, 1 exited */
-        AGENT_T_STARTED_AT = 27,  /* u64 ms since the epoch (CLOCK_REALTIME) */
-        AGENT_T_EXITED_AT = 28,   /* u64 ms since the epoch; only when exited */
-        AGENT_T_STDOUT_NEXT = 29, /* u64 */
-        AGENT_T_STDERR_NEXT = 30, /* u64 */
+        AGENT_T_EXIT_CODE = 20,      /* u64 holding an int32 (code, or 128+signal) */
+        AGENT_T_STDOUT = 21,         /* bytes */
+        AGENT_T_STDERR = 22,         /* bytes */
+        AGENT_T_DURATION_MS = 23,    /* u64 */
+        AGENT_T_TIMED_OUT = 24,      /* bool */
+        AGENT_T_TRUNCATED = 25,      /* bool */
+        AGENT_T_STATE = 26,          /* u64: 0 running, 1 exited */
+        AGENT_T_STARTED_AT = 27,     /* u64 ms since the epoch (CLOCK_REALTIME) */
+        AGENT_T_EXITED_AT = 28,      /* u64 ms since the epoch; only when exited */
+        AGENT_T_STDOUT_NEXT = 29,    /* u64 */
+        AGENT_T_STDERR_NEXT = 30,    /* u64 */
         AGENT_T_STDOUT_DROPPED = 31, /* u64 */
         AGENT_T_STDERR_DROPPED = 32, /* u64 */
-        AGENT_T_PROC = 33,        /* nested payload: a process status */
-        AGENT_T_VERSION = 34,     /* string */
-        AGENT_T_EXEC = 35,        /* bool: a process status is an exec's record */
-        AGENT_T_WRITTEN = 36,     /* u64: bytes of a STDIN request's DATA written */
+        AGENT_T_PROC = 33,           /* nested payload: a process status */
+        AGENT_T_VERSION = 34,        /* string */
+        AGENT_T_EXEC = 35,           /* bool: a process status is an exec's record */
+        AGENT_T_WRITTEN = 36,        /* u64: bytes of a STDIN request's DATA written */
 
-        AGENT_T_ERR_CODE = 40,    /* u64, enum agent_err */
-        AGENT_T_MESSAGE = 41,     /* string, for humans */
+        AGENT_T_ERR_CODE = 40, /* u64, enum agent_err */
+        AGENT_T_MESSAGE = 41,  /* string, for humans */
 };
 
 /* Error classes; the daemon maps them to HTTP statuses. */
@@ -172,8 +171,7 @@ int agent_msg_send(int fd, const struct agent_msg *m);
 
 /* ---- decoding ---- */
 /* Parse a header; -EPROTO on a bad one (flags/reserved non-zero, too long). */
-int agent_header_decode(const uint8_t in[AGENT_HEADER_SIZE], uint16_t *ret_type,
-                        uint32_t *ret_len);
+int agent_header_decode(const uint8_t in[AGENT_HEADER_SIZE], uint16_t *ret_type, uint32_t *ret_len);
 /* Read one whole frame (blocking fd). The payload is malloc'd. */
 int agent_msg_recv(int fd, uint16_t *ret_type, uint8_t **ret_payload, uint32_t *ret_len);
 

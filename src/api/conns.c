@@ -15,9 +15,9 @@
 struct api_conn {
         struct api_conn *prev, *next;
         int fd;
-        bool in_request;             /* between the head and the response's end */
-        uint64_t bytes_idle;         /* bytes received when it became idle */
-        int64_t head_ms;             /* when a head's first byte was seen; 0 = none */
+        bool in_request;     /* between the head and the response's end */
+        uint64_t bytes_idle; /* bytes received when it became idle */
+        int64_t head_ms;     /* when a head's first byte was seen; 0 = none */
         char peer[INET6_ADDRSTRLEN];
 };
 
@@ -35,13 +35,14 @@ static uint64_t bytes_received(int fd)
 static void peer_name(struct MHD_Connection *conn, char *out, size_t len)
 {
         const union MHD_ConnectionInfo *ci =
-                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         out[0] = '\0';
         if (!ci || !ci->client_addr)
                 return;
         const struct sockaddr *sa = ci->client_addr;
         if (sa->sa_family == AF_INET)
-                inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)len);
+                inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out,
+                          (socklen_t)len);
         else if (sa->sa_family == AF_INET6)
                 inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out,
                           (socklen_t)len);
@@ -53,7 +54,7 @@ void conns_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
         struct api_conns *cs = cls;
         if (code == MHD_CONNECTION_NOTIFY_STARTED) {
                 const union MHD_ConnectionInfo *ci =
-                        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+                    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
                 struct api_conn *c = calloc(1, sizeof(*c));
                 if (!c || !ci) {
                         free(c);
@@ -89,7 +90,7 @@ void conns_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
 static struct api_conn *conn_of(struct MHD_Connection *conn)
 {
         const union MHD_ConnectionInfo *ci =
-                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         return ci ? ci->socket_context : NULL;
 }
 
@@ -133,8 +134,8 @@ static void watch_once(struct api_conns *cs, int64_t now)
                 /* shutdown(), not close(): the descriptor stays libmicrohttpd's,
                  * whose thread sees the end of the stream and cleans up. */
                 shutdown(c->fd, SHUT_RDWR);
-                log_warn("closed a connection from %s: its request head took over %lld ms",
-                         c->peer, (long long)cs->head_timeout_ms);
+                log_warn("closed a connection from %s: its request head took over %lld ms", c->peer,
+                         (long long)cs->head_timeout_ms);
                 c->fd = -1;
                 atomic_fetch_add(&cs->cut, 1);
         }

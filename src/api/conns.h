@@ -29,7 +29,7 @@ struct api_conns {
         int64_t head_timeout_ms;
         pthread_t thread;
         bool running, stop;
-        atomic_ullong cut;           /* connections closed for a slow head */
+        atomic_ullong cut; /* connections closed for a slow head */
 };
 
 /* The MHD_OPTION_NOTIFY_CONNECTION callback; cls is the struct api_conns. */

@@ -19,9 +19,9 @@
 static json_t *parse_body(struct api_req *req, struct api_resp *resp)
 {
         json_error_t jerr;
-        json_t *j = req->body.len ? json_loadb(req->body.data, req->body.len,
-                                               JSON_REJECT_DUPLICATES, &jerr)
-                                  : NULL;
+        json_t *j = req->body.len
+                        ? json_loadb(req->body.data, req->body.len, JSON_REJECT_DUPLICATES, &jerr)
+                        : NULL;
         if (!json_is_object(j)) {
                 json_decref(j);
                 api_error(resp, 400, "invalid_argument", "body: expected a JSON object");
@@ -45,7 +45,7 @@ static void agent_failure(struct sandbox *sb, int r, const struct sbx_error *err
                           struct api_resp *resp)
 {
         if (mgr_sandbox_gone(sb)) {
-                struct sbx_error gone = { 0 };
+                struct sbx_error gone = {0};
                 sbx_error_say(&gone, ENOENT, "the sandbox was deleted while the call ran");
                 api_error_errno(resp, API_ERR_GONE, r, &gone);
                 return;
@@ -62,7 +62,7 @@ static bool should_retry(struct api *a, struct sandbox *sb, int r)
 {
         if (r != -ECONNREFUSED)
                 return false;
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         return mgr_recover(a->mgr, sb, &err) == 0;
 }
 
@@ -72,8 +72,8 @@ static json_t *status_json(const struct agent_proc_status *st)
         format_rfc3339(st->started_at, started);
         json_t *argv = json_array();
         for (size_t i = 0; i < st->argc; i++)
-                json_array_append_new(argv, text_json((const uint8_t *)st->argv[i],
-                                                      strlen(st->argv[i])));
+                json_array_append_new(argv,
+                                      text_json((const uint8_t *)st->argv[i], strlen(st->argv[i])));
         json_t *j = json_pack("{s:s,s:o,s:s,s:s}", "processId", st->id, "command", argv, "state",
                               st->exited ? "exited" : "running", "startedAt", started);
         if (j && st->exited) {
@@ -116,8 +116,8 @@ void dataplane_exec(struct api_call *c, struct api_resp *resp)
                 return;
         }
         h.cmd.stdin_pipe = false;
-        struct agent_exec_result res = { 0 };
-        struct sbx_error err = { 0 };
+        struct agent_exec_result res = {0};
+        struct sbx_error err = {0};
         int r = agent_exec(mgr_agent(sb), &h.cmd, timeout, &res, &err);
         if (r < 0 && should_retry(a, sb, r))
                 r = agent_exec(mgr_agent(sb), &h.cmd, timeout, &res, &err);
@@ -150,8 +150,8 @@ void dataplane_spawn(struct api_call *c, struct api_resp *resp)
                 json_decref(body);
                 return;
         }
-        struct agent_proc_status st = { 0 };
-        struct sbx_error err = { 0 };
+        struct agent_proc_status st = {0};
+        struct sbx_error err = {0};
         int r = agent_spawn(mgr_agent(sb), &h.cmd, &st, &err);
         if (r < 0 && should_retry(a, sb, r))
                 r = agent_spawn(mgr_agent(sb), &h.cmd, &st, &err);
@@ -169,8 +169,8 @@ void dataplane_list(struct api_call *c, struct api_resp *resp)
 {
         struct api *a = c->a;
         struct sandbox *sb = c->sb;
-        struct agent_proc_list l = { 0 };
-        struct sbx_error err = { 0 };
+        struct agent_proc_list l = {0};
+        struct sbx_error err = {0};
         int r = agent_list(mgr_agent(sb), &l, &err);
         if (r < 0 && should_retry(a, sb, r))
                 r = agent_list(mgr_agent(sb), &l, &err);
@@ -225,8 +225,8 @@ void dataplane_poll(struct api_call *c, struct api_resp *resp)
                           AGENT_MAX_WAIT_MS);
                 return;
         }
-        struct agent_poll_result p = { 0 };
-        struct sbx_error err = { 0 };
+        struct agent_poll_result p = {0};
+        struct sbx_error err = {0};
         int r = agent_poll(mgr_agent(sb), id, out_from, err_from, (int)wait, &p, &err);
         if (r < 0 && should_retry(a, sb, r))
                 r = agent_poll(mgr_agent(sb), id, out_from, err_from, (int)wait, &p, &err);
@@ -258,7 +258,8 @@ void dataplane_signal(struct api_call *c, struct api_resp *resp)
                 if (s && !json_is_null(s)) {
                         if (!json_is_string(s)) {
                                 json_decref(body);
-                                api_error(resp, 400, "invalid_argument", "signal: expected a string");
+                                api_error(resp, 400, "invalid_argument",
+                                          "signal: expected a string");
                                 return;
                         }
                         name = json_string_value(s);
@@ -271,7 +272,7 @@ void dataplane_signal(struct api_call *c, struct api_resp *resp)
                           "signal: one of TERM, KILL, INT, HUP, QUIT, USR1, USR2");
                 return;
         }
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         int r = agent_signal(mgr_agent(sb), id, sig, &err);
         if (r < 0 && should_retry(a, sb, r))
                 r = agent_signal(mgr_agent(sb), id, sig, &err);
@@ -286,7 +287,7 @@ void dataplane_kill(struct api_call *c, struct api_resp *resp)
         struct api *a = c->a;
         struct sandbox *sb = c->sb;
         const char *id = c->id;
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         int r = agent_kill(mgr_agent(sb), id, &err);
         if (r < 0 && should_retry(a, sb, r))
                 r = agent_kill(mgr_agent(sb), id, &err);
@@ -311,7 +312,7 @@ void dataplane_stdin(struct api_call *c, struct api_resp *resp)
                         return;
                 }
         }
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         uint64_t written = 0;
         int r = agent_stdin(mgr_agent(sb), id, req->body.data, req->body.len, close_it,
                             STDIN_TIMEOUT_MS, &written, &err);

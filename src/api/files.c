@@ -23,19 +23,19 @@
 struct files_upload {
         struct sandbox *sb;
         uint32_t uid;
-        int dirfd;                   /* the target's parent directory */
-        int fd;                      /* the temporary file */
-        char tmp[64];                /* its name, while it exists */
-        char note[64];               /* its record for the start-up sweep */
+        int dirfd;     /* the target's parent directory */
+        int fd;        /* the temporary file */
+        char tmp[64];  /* its name, while it exists */
+        char note[64]; /* its record for the start-up sweep */
         char base[NAME_MAX + 1];
         uint64_t written, max;
-        int error;                   /* first -errno while writing */
+        int error; /* first -errno while writing */
 };
 
 /* A handle of the sandbox's root; resp set on failure. */
 static int get_root(struct api *a, struct sandbox *sb, int *ret, struct api_resp *resp)
 {
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         int r = mgr_root(a->mgr, sb, ret, &err);
         if (r < 0)
                 api_error_errno(resp, mgr_sandbox_gone(sb) ? API_ERR_GONE : API_ERR_ROOT, r, &err);
@@ -120,8 +120,8 @@ static json_t *entry_json(DIR *d, const struct dirent *de)
         }
         size_t n = 0;
         char *name = utf8_sanitize((const uint8_t *)de->d_name, strlen(de->d_name), &n);
-        json_t *j = json_pack("{s:s%,s:b}", "name", name ? name : "", name ? n : 0, "isDirectory",
-                              isdir);
+        json_t *j =
+            json_pack("{s:s%,s:b}", "name", name ? name : "", name ? n : 0, "isDirectory", isdir);
         free(name);
         return j;
 }
@@ -270,9 +270,9 @@ static void upload_finish(struct api *a, void *stream, struct api_resp *resp);
 static void upload_abort(struct api *a, void *stream);
 
 static const struct api_stream_ops upload_ops = {
-        .write = upload_write,
-        .finish = upload_finish,
-        .abort = upload_abort,
+    .write = upload_write,
+    .finish = upload_finish,
+    .abort = upload_abort,
 };
 
 void files_upload(struct api_call *c, struct api_resp *resp)

@@ -15,8 +15,8 @@
 
 #include "routes.h"
 
-api_handler files_read;   /* GET {endpoint}/files?path=P */
-api_handler files_list;   /* GET {endpoint}/files/list?path=P */
+api_handler files_read; /* GET {endpoint}/files?path=P */
+api_handler files_list; /* GET {endpoint}/files/list?path=P */
 /* PUT {endpoint}/files?path=P, a streaming route: run when the head is in,
  * it opens the temporary file and sets req->stream (the body goes there;
  * the end renames it into place and answers), or answers an error. */

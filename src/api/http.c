@@ -103,18 +103,20 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
 static bool bad_framing(struct api_req *req, struct api_resp *resp)
 {
         if (req->bad_uri) {
-                api_error(resp, 400, "invalid_argument", "the URL contains an encoded NUL byte (%%00)");
+                api_error(resp, 400, "invalid_argument",
+                          "the URL contains an encoded NUL byte (%%00)");
                 return true;
         }
-        struct framing f = { 0 };
+        struct framing f = {0};
         MHD_get_connection_values(req->conn, MHD_HEADER_KIND, count_framing, &f);
         if (f.differ) {
                 api_error(resp, 400, "invalid_argument", "conflicting Content-Length headers");
                 return true;
         }
         if (f.content_lengths && f.chunked) {
-                api_error(resp, 400, "invalid_argument",
-                          "both Content-Length and Transfer-Encoding: the body length is ambiguous");
+                api_error(
+                    resp, 400, "invalid_argument",
+                    "both Content-Length and Transfer-Encoding: the body length is ambiguous");
                 return true;
         }
         return false;
@@ -167,7 +169,7 @@ static struct MHD_Response *file_response(int fd, uint64_t len)
         fb->fd = fd;
         fb->len = len;
         struct MHD_Response *r =
-                MHD_create_response_from_callback(len, FILE_BLOCK, file_body_read, fb, file_body_free);
+            MHD_create_response_from_callback(len, FILE_BLOCK, file_body_read, fb, file_body_free);
         if (!r)
                 file_body_free(fb);
         return r;
@@ -214,9 +216,8 @@ static enum MHD_Result respond(struct api *a, struct api_req *req, struct api_re
 
 /* The head is in: framing checks, the route, and for a streaming route
  * its stream, opened now from the headers alone. */
-static enum MHD_Result request_head(struct api *a, struct api_req *req,
-                                    struct MHD_Connection *conn, const char *url,
-                                    const char *method)
+static enum MHD_Result request_head(struct api *a, struct api_req *req, struct MHD_Connection *conn,
+                                    const char *url, const char *method)
 {
         req->started = true;
         req->conn = conn;
@@ -226,7 +227,7 @@ static enum MHD_Result request_head(struct api *a, struct api_req *req,
         atomic_fetch_add(&a->metrics.requests, 1);
         atomic_fetch_add(&a->inflight, 1);
         conns_request_begin(&a->conns, conn);
-        struct api_resp early = { .status = 500, .body_fd = -1 };
+        struct api_resp early = {.status = 500, .body_fd = -1};
         buf_init(&early.body, 0);
         if (bad_framing(req, &early))
                 return respond(a, req, &early, true);
@@ -263,7 +264,7 @@ static void request_body(struct api *a, struct api_req *req, const char *data, s
 /* The body is complete: answer. */
 static enum MHD_Result request_end(struct api *a, struct api_req *req)
 {
-        struct api_resp resp = { .status = 500, .body_fd = -1 };
+        struct api_resp resp = {.status = 500, .body_fd = -1};
         buf_init(&resp.body, 0);
         if (req->early) {
                 resp = *req->early;
@@ -282,8 +283,8 @@ static enum MHD_Result request_end(struct api *a, struct api_req *req)
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size, void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
         struct api *a = cls;
         struct api_req *req = *con_cls;
@@ -328,8 +329,8 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen
                 h[hl - 1] = '\0';
                 h++;
         }
-        struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
-                                  .ai_socktype = SOCK_STREAM },
+        struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+                                 .ai_socktype = SOCK_STREAM},
                         *res = NULL;
         if (getaddrinfo(h, colon + 1, &hints, &res) || !res)
                 return -EINVAL;
@@ -354,22 +355,19 @@ int api_start(struct api *a, struct sbx_error *err)
         int r = conns_start(&a->conns, a->cfg.request_head_timeout_ms);
         if (r < 0)
                 return sbx_error_set(err, -r, "start the connection watchdog");
-        unsigned per_ip = (unsigned)(a->cfg.max_connections_per_ip > 0
-                                             ? a->cfg.max_connections_per_ip
-                                             : MAX(a->cfg.max_connections / 4, 1));
-        a->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, a,
-                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                                  MHD_OPTION_URI_LOG_CALLBACK, on_uri, a,
-                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
-                                  MHD_OPTION_NOTIFY_CONNECTION, conns_notify, &a->conns,
-                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)a->cfg.max_connections,
-                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
-                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-                                  /* Room for big upload chunks (fewer, larger writes), yet
-                                   * bounded: this is also the cap on a request's headers. */
-                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
-                                  MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
-                                  MHD_OPTION_END);
+        unsigned per_ip =
+            (unsigned)(a->cfg.max_connections_per_ip > 0 ? a->cfg.max_connections_per_ip
+                                                         : MAX(a->cfg.max_connections / 4, 1));
+        a->mhd = MHD_start_daemon(
+            flags, 0, NULL, NULL, on_request, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+            MHD_OPTION_URI_LOG_CALLBACK, on_uri, a, MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
+            MHD_OPTION_NOTIFY_CONNECTION, conns_notify, &a->conns, MHD_OPTION_CONNECTION_LIMIT,
+            (unsigned)a->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+            /* Room for big upload chunks (fewer, larger writes), yet
+             * bounded: this is also the cap on a request's headers. */
+            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024), MHD_OPTION_THREAD_STACK_SIZE,
+            (size_t)(256 * 1024), MHD_OPTION_END);
         if (!a->mhd) {
                 conns_stop(&a->conns);
                 return sbx_error_set(err, EADDRINUSE, "cannot listen on %s", a->cfg.listen);

@@ -16,16 +16,19 @@ void metrics_render(struct api *a, struct api_resp *resp)
                            (unsigned long long)atomic_load(&a->metrics.responses_by_class[c]));
         buf_printf(b, "# TYPE sandboxd_exec_total counter\nsandboxd_exec_total %llu\n",
                    (unsigned long long)atomic_load(&a->metrics.execs));
-        buf_printf(b, "# TYPE sandboxd_exec_milliseconds_total counter\n"
-                      "sandboxd_exec_milliseconds_total %llu\n",
+        buf_printf(b,
+                   "# TYPE sandboxd_exec_milliseconds_total counter\n"
+                   "sandboxd_exec_milliseconds_total %llu\n",
                    (unsigned long long)atomic_load(&a->metrics.exec_ms_total));
-        buf_printf(b, "# TYPE sandboxd_http_bytes_total counter\n"
-                      "sandboxd_http_bytes_total{direction=\"in\"} %llu\n"
-                      "sandboxd_http_bytes_total{direction=\"out\"} %llu\n",
+        buf_printf(b,
+                   "# TYPE sandboxd_http_bytes_total counter\n"
+                   "sandboxd_http_bytes_total{direction=\"in\"} %llu\n"
+                   "sandboxd_http_bytes_total{direction=\"out\"} %llu\n",
                    (unsigned long long)atomic_load(&a->metrics.bytes_in),
                    (unsigned long long)atomic_load(&a->metrics.bytes_out));
-        buf_printf(b, "# TYPE sandboxd_http_rate_limited_total counter\n"
-                      "sandboxd_http_rate_limited_total %llu\n",
+        buf_printf(b,
+                   "# TYPE sandboxd_http_rate_limited_total counter\n"
+                   "sandboxd_http_rate_limited_total %llu\n",
                    (unsigned long long)atomic_load(&a->metrics.rate_limited));
         buf_printf(b, "# TYPE sandboxd_sandboxes gauge\n");
         for (int i = 0; i < SBX_NSTATES; i++)
@@ -35,10 +38,13 @@ void metrics_render(struct api *a, struct api_resp *resp)
         const struct {
                 const char *what;
                 uint64_t v;
-        } t[] = { { "created", st.created },     { "started", st.started },
-                  { "suspended", st.suspended }, { "resumed", st.resumed },
-                  { "deleted", st.deleted },     { "reclaimed", st.reclaimed },
-                  { "bring_up_failed", st.bring_up_failures } };
+        } t[] = {{"created", st.created},
+                 {"started", st.started},
+                 {"suspended", st.suspended},
+                 {"resumed", st.resumed},
+                 {"deleted", st.deleted},
+                 {"reclaimed", st.reclaimed},
+                 {"bring_up_failed", st.bring_up_failures}};
         for (size_t i = 0; i < ARRAY_SIZE(t); i++)
                 buf_printf(b, "sandboxd_sandbox_transitions_total{event=\"%s\"} %llu\n", t[i].what,
                            (unsigned long long)t[i].v);

@@ -9,7 +9,7 @@
 #include "../common/util.h"
 
 #define NBUCKETS 4096u
-#define MILLI 1000                /* a bucket counts thousandths of a token */
+#define MILLI 1000 /* a bucket counts thousandths of a token */
 #define SWEEP_INTERVAL_MS 1000
 
 struct rl_entry {

@@ -11,8 +11,8 @@
 
 #include <stdint.h>
 
-#define RATELIMIT_MAX_KEYS 65536 /* tracked keys before idle ones are dropped */
-#define RATELIMIT_MAX_RATE 1000000 /* requests per second */
+#define RATELIMIT_MAX_KEYS 65536       /* tracked keys before idle ones are dropped */
+#define RATELIMIT_MAX_RATE 1000000     /* requests per second */
 #define RATELIMIT_MAX_BURST 1000000000 /* tokens */
 
 struct ratelimit;

@@ -38,7 +38,7 @@ int cmd_account(int argc, char **argv)
                         settings_usage(0);
                         return 0;
                 }
-        static const char *const extra[] = { "limit", NULL };
+        static const char *const extra[] = {"limit", NULL};
         int64_t limit = 0;
         struct settings s;
         char **args = NULL;
@@ -46,7 +46,7 @@ int cmd_account(int argc, char **argv)
         if (settings_parse(&s, 0, argc, argv, limit_extra, extra, &limit, &args) < 0)
                 return 2;
         int ret = 1;
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         struct store *st = NULL;
         char path[PATH_MAX];
         snprintf(path, sizeof(path), "%s/sandboxd.db", s.state);
@@ -61,7 +61,7 @@ int cmd_account(int argc, char **argv)
                         ret = 2;
                         goto out;
                 }
-                struct store_account a = { .enabled = !strcmp(args[0], "enable"), .limit = limit };
+                struct store_account a = {.enabled = !strcmp(args[0], "enable"), .limit = limit};
                 snprintf(a.account, sizeof(a.account), "%s", args[1]);
                 if (store_account_put(st, &a, &err) < 0) {
                         fprintf(stderr, "sandboxd account: %s\n", err.msg);
@@ -110,7 +110,7 @@ int cmd_key(int argc, char **argv)
         if (settings_parse(&s, 0, argc, argv, NULL, NULL, NULL, &args) < 0)
                 return 2;
         int ret = 1;
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         if (args[0] && !strcmp(args[0], "list") && !args[1]) {
                 struct keys_info *v = NULL;
                 size_t n = 0;

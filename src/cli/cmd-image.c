@@ -20,14 +20,16 @@ int cmd_image(int argc, char **argv)
 {
         for (int i = 0; i < argc; i++)
                 if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-                        printf("usage: sandboxd image build NAME [--force] | sandboxd image list\n\n"
-                               "Images: debian (Debian 12 with python3, nodejs, npm, git, curl,\n"
-                               "ca-certificates, procps; built with mmdebstrap) and tiny (busybox).\n\n"
-                               "  --force                    rebuild an image that exists\n");
+                        printf(
+                            "usage: sandboxd image build NAME [--force] | sandboxd image list\n\n"
+                            "Images: debian (Debian 12 with python3, nodejs, npm, git, curl,\n"
+                            "ca-certificates, procps; built with mmdebstrap) and tiny "
+                            "(busybox).\n\n"
+                            "  --force                    rebuild an image that exists\n");
                         settings_usage(0);
                         return 0;
                 }
-        static const char *const extra[] = { "force!", NULL };
+        static const char *const extra[] = {"force!", NULL};
         bool force = false;
         struct settings s;
         char **args = NULL;
@@ -35,7 +37,7 @@ int cmd_image(int argc, char **argv)
         if (settings_parse(&s, 0, argc, argv, image_extra, extra, &force, &args) < 0)
                 return 2;
         int ret = 2;
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         if (args[0] && !strcmp(args[0], "build") && args[1] && !args[2]) {
                 if (!image_name_is_valid(args[1])) {
                         fprintf(stderr, "sandboxd image: bad image name '%s'\n", args[1]);
@@ -66,7 +68,8 @@ int cmd_image(int argc, char **argv)
                         ret = 0;
                 }
         } else {
-                fprintf(stderr, "usage: sandboxd image build NAME [--force] | sandboxd image list\n");
+                fprintf(stderr,
+                        "usage: sandboxd image build NAME [--force] | sandboxd image list\n");
         }
         free(args);
         settings_free(&s);

@@ -36,12 +36,12 @@ struct serve {
         char inst[RT_INSTANCE_LEN + 1];
         char cgroot[64];
         struct store *st;
-        struct keyring *keys;        /* until the api takes them */
+        struct keyring *keys; /* until the api takes them */
         struct rt_claim claim;
         struct rt *rt;
         struct manager *mgr;
         struct api *api;
-        sigset_t signals;            /* taken by sigwait */
+        sigset_t signals; /* taken by sigwait */
 };
 
 /* The sandbox-init binary: the setting, else next to this binary (a build
@@ -145,11 +145,10 @@ static bool issuers_config(const struct settings *s, const char *const *pubkeys,
                            struct keys_external_config *ext)
 {
         *ext = (struct keys_external_config){
-                .hs256_secret_file = s->hs256_secret_file && *s->hs256_secret_file
-                                             ? s->hs256_secret_file
-                                             : NULL,
-                .public_key_files = pubkeys,
-                .disable_local_issuer = !s->local_issuer,
+            .hs256_secret_file =
+                s->hs256_secret_file && *s->hs256_secret_file ? s->hs256_secret_file : NULL,
+            .public_key_files = pubkeys,
+            .disable_local_issuer = !s->local_issuer,
         };
         if (!s->local_issuer && !ext->hs256_secret_file && !(pubkeys && pubkeys[0])) {
                 log_error("local_issuer is off and no hs256_secret_file or public_keys is set: "
@@ -221,7 +220,7 @@ static int open_state(struct serve *sv)
 {
         const char *state = sv->s.state;
         char db[PATH_MAX];
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         int r = mkdir_p(state, 0700);
         if (r < 0) {
                 log_error("cannot create state dir %s: %s", state, strerror(-r));
@@ -248,18 +247,19 @@ static int open_state(struct serve *sv)
 static int open_claim(struct serve *sv)
 {
         const struct settings *s = &sv->s;
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         int r = instance_id(s->state, sv->inst);
         if (r < 0) {
                 log_error("cannot write %s/instance-id: %s", s->state, strerror(-r));
                 return r;
         }
         snprintf(sv->cgroot, sizeof(sv->cgroot), "sandboxd/%s", sv->inst);
-        struct rt_claim_want want = { .state_dir = sv->state_abs, .instance = sv->inst,
-                                      .uid_base = s->uid_base,
-                                      .uid_count = (uint32_t)s->max_sandboxes * MGR_UID_RANGE,
-                                      .net_range = sv->nat ? s->net_range : NULL,
-                                      .net_slots = (uint32_t)s->max_sandboxes };
+        struct rt_claim_want want = {.state_dir = sv->state_abs,
+                                     .instance = sv->inst,
+                                     .uid_base = s->uid_base,
+                                     .uid_count = (uint32_t)s->max_sandboxes * MGR_UID_RANGE,
+                                     .net_range = sv->nat ? s->net_range : NULL,
+                                     .net_slots = (uint32_t)s->max_sandboxes};
         if ((r = rt_claim_take(&want, &sv->claim, &err)) < 0) {
                 log_error("%s", err.msg);
                 return r;
@@ -274,12 +274,14 @@ static int open_claim(struct serve *sv)
 static int open_runtime(struct serve *sv)
 {
         const struct settings *s = &sv->s;
-        struct sbx_error err = { 0 };
-        struct rt_config rtc = { .init_path = sv->init_path, .cgroup_root = sv->cgroot,
-                                 .instance = sv->inst,
-                                 .net_range = sv->nat ? sv->claim.net_range : NULL,
-                                 .dns = s->dns, .dns_port = (int32_t)s->dns_port,
-                                 .dns_upstream = s->dns_upstream };
+        struct sbx_error err = {0};
+        struct rt_config rtc = {.init_path = sv->init_path,
+                                .cgroup_root = sv->cgroot,
+                                .instance = sv->inst,
+                                .net_range = sv->nat ? sv->claim.net_range : NULL,
+                                .dns = s->dns,
+                                .dns_port = (int32_t)s->dns_port,
+                                .dns_upstream = s->dns_upstream};
         int r = rt_open(&rtc, &sv->rt, &err);
         if (r < 0)
                 log_error("runtime: %s", err.msg);
@@ -302,26 +304,26 @@ static int block_signals(struct serve *sv)
 static int open_manager(struct serve *sv)
 {
         const struct settings *s = &sv->s;
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         struct mgr_config mc = {
-                .state_dir = s->state,
-                .images_dir = s->images,
-                .default_image = s->default_image,
-                .uid_base = sv->claim.uid_base,
-                .max_sandboxes = (uint32_t)s->max_sandboxes,
-                .idle_timeout_ms = s->idle_timeout_ms,
-                .suspended_ttl_ms = s->suspended_ttl_ms,
-                .max_age_ms = s->max_age_ms,
-                .max_per_deployment = s->max_per_deployment,
-                .allow_unknown_accounts = s->allow_unknown_accounts,
-                .pool_size = s->pool_size,
-                .limits = { .memory_bytes = (uint64_t)s->memory_limit,
-                            .pids = (uint64_t)s->pids_limit,
-                            .nofile = (uint32_t)s->max_open_files,
-                            .cpu_shares = (uint64_t)s->cpu_shares,
-                            .tmp_bytes = (uint64_t)s->tmp_size,
-                            .disk_bytes = (uint64_t)s->disk_limit,
-                            .network = sv->nat ? RT_NET_NAT : RT_NET_NONE },
+            .state_dir = s->state,
+            .images_dir = s->images,
+            .default_image = s->default_image,
+            .uid_base = sv->claim.uid_base,
+            .max_sandboxes = (uint32_t)s->max_sandboxes,
+            .idle_timeout_ms = s->idle_timeout_ms,
+            .suspended_ttl_ms = s->suspended_ttl_ms,
+            .max_age_ms = s->max_age_ms,
+            .max_per_deployment = s->max_per_deployment,
+            .allow_unknown_accounts = s->allow_unknown_accounts,
+            .pool_size = s->pool_size,
+            .limits = {.memory_bytes = (uint64_t)s->memory_limit,
+                       .pids = (uint64_t)s->pids_limit,
+                       .nofile = (uint32_t)s->max_open_files,
+                       .cpu_shares = (uint64_t)s->cpu_shares,
+                       .tmp_bytes = (uint64_t)s->tmp_size,
+                       .disk_bytes = (uint64_t)s->disk_limit,
+                       .network = sv->nat ? RT_NET_NAT : RT_NET_NONE},
         };
         int r = mgr_open(&mc, sv->st, sv->rt, &sv->mgr, &err);
         if (r < 0)
@@ -332,21 +334,21 @@ static int open_manager(struct serve *sv)
 static int open_api(struct serve *sv)
 {
         const struct settings *s = &sv->s;
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         struct api_config ac = {
-                .listen = s->listen,
-                .url = s->url,
-                .state_dir = s->state,
-                .keys_ext = &sv->ext,
-                .credential_ttl_ms = s->credential_ttl_ms,
-                .token_leeway_ms = s->token_leeway_ms,
-                .max_body_bytes = s->max_body_bytes,
-                .max_file_bytes = s->max_file_bytes,
-                .max_connections = s->max_connections,
-                .max_connections_per_ip = s->max_connections_per_ip,
-                .request_head_timeout_ms = s->request_head_timeout_ms,
-                .rate_limit = s->rate_limit,
-                .rate_burst = s->rate_burst,
+            .listen = s->listen,
+            .url = s->url,
+            .state_dir = s->state,
+            .keys_ext = &sv->ext,
+            .credential_ttl_ms = s->credential_ttl_ms,
+            .token_leeway_ms = s->token_leeway_ms,
+            .max_body_bytes = s->max_body_bytes,
+            .max_file_bytes = s->max_file_bytes,
+            .max_connections = s->max_connections,
+            .max_connections_per_ip = s->max_connections_per_ip,
+            .request_head_timeout_ms = s->request_head_timeout_ms,
+            .rate_limit = s->rate_limit,
+            .rate_burst = s->rate_burst,
         };
         int r = api_new(&ac, sv->mgr, sv->keys, &sv->api, &err);
         if (r < 0) {
@@ -358,7 +360,7 @@ static int open_api(struct serve *sv)
 }
 
 static int (*const open_steps[])(struct serve *sv) = {
-        open_state, open_claim, open_runtime, block_signals, open_manager, open_api,
+    open_state, open_claim, open_runtime, block_signals, open_manager, open_api,
 };
 
 static int serve_open(struct serve *sv)
@@ -374,7 +376,7 @@ static int serve_open(struct serve *sv)
 /* Serve until SIGTERM or SIGINT; SIGHUP loads the keys again. */
 static int serve_run(struct serve *sv)
 {
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         int r = api_start(sv->api, &err);
         if (r < 0) {
                 log_error("%s", err.msg);
@@ -430,7 +432,7 @@ static void serve_close(struct serve *sv)
 
 int cmd_serve(int argc, char **argv)
 {
-        struct serve sv = { .claim = { .fd = -1 } };
+        struct serve sv = {.claim = {.fd = -1}};
         int code = serve_settings(&sv, argc, argv);
         if (code >= 0) {
                 settings_free(&sv.s);

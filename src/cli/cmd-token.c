@@ -43,8 +43,8 @@ int cmd_token(int argc, char **argv)
                         settings_usage(SET_URL);
                         return 0;
                 }
-        static const char *const extra[] = { "deployment", "account", "ttl", NULL };
-        struct token_opts o = { .ttl_ms = 24 * 3600 * 1000LL };
+        static const char *const extra[] = {"deployment", "account", "ttl", NULL};
+        struct token_opts o = {.ttl_ms = 24 * 3600 * 1000LL};
         struct settings s;
         char **args = NULL;
         settings_defaults(&s);
@@ -56,10 +56,11 @@ int cmd_token(int argc, char **argv)
                 return 2;
         }
         if (!name_is_valid(o.deployment) || !name_is_valid(o.account)) {
-                fprintf(stderr, "sandboxd token: ids must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$\n");
+                fprintf(stderr,
+                        "sandboxd token: ids must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$\n");
                 return 2;
         }
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         struct keyring *kr = NULL;
         if (!s.local_issuer) {
                 /* The server would refuse whatever we signed. */
@@ -68,10 +69,11 @@ int cmd_token(int argc, char **argv)
                 return 1;
         }
         if (mkdir_p(s.state, 0700) < 0 || keys_load(s.state, NULL, &kr, &err) < 0) {
-                fprintf(stderr, "sandboxd token: %s\n", err.msg[0] ? err.msg : "cannot create state dir");
+                fprintf(stderr, "sandboxd token: %s\n",
+                        err.msg[0] ? err.msg : "cannot create state dir");
                 return 1;
         }
-        struct jwt_claims c = { 0 };
+        struct jwt_claims c = {0};
         snprintf(c.iss, sizeof(c.iss), "%s", s.url);
         snprintf(c.sub, sizeof(c.sub), "%s", o.deployment);
         snprintf(c.acct, sizeof(c.acct), "%s", o.account);

@@ -11,11 +11,11 @@ static const struct verb {
         int (*fn)(int argc, char **argv);
         const char *help;
 } verbs[] = {
-        { "serve", cmd_serve, "run the daemon in the foreground" },
-        { "token", cmd_token, "print an identity token for a deployment and account" },
-        { "image", cmd_image, "build or list sandbox images (image build NAME | image list)" },
-        { "account", cmd_account, "enable, disable or list accounts" },
-        { "key", cmd_key, "list, rotate or remove identity-token signing keys" },
+    {"serve", cmd_serve, "run the daemon in the foreground"},
+    {"token", cmd_token, "print an identity token for a deployment and account"},
+    {"image", cmd_image, "build or list sandbox images (image build NAME | image list)"},
+    {"account", cmd_account, "enable, disable or list accounts"},
+    {"key", cmd_key, "list, rotate or remove identity-token signing keys"},
 };
 
 static void usage(FILE *f)
@@ -23,7 +23,8 @@ static void usage(FILE *f)
         fprintf(f, "usage: sandboxd VERB [OPTIONS]\n\nVerbs:\n");
         for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
                 fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].help);
-        fprintf(f, "\n`sandboxd VERB --help` lists a verb's options. Every verb takes --state DIR.\n");
+        fprintf(f,
+                "\n`sandboxd VERB --help` lists a verb's options. Every verb takes --state DIR.\n");
 }
 
 int main(int argc, char **argv)

@@ -21,15 +21,15 @@ enum kind { K_STR, K_ENUM, K_DURATION, K_INT, K_SIZE, K_BOOL };
 #define V_ZERO (1u << 1) /* 0: none / off, below the range's minimum */
 
 struct option_def {
-        const char *key;            /* config key; the flag is --key with '_' -> '-' */
+        const char *key; /* config key; the flag is --key with '_' -> '-' */
         enum kind kind;
         size_t offset;
         unsigned groups;
-        const char *def;            /* default as text; NULL = unset */
+        const char *def; /* default as text; NULL = unset */
         const char *help;
-        int64_t min, max;           /* K_INT, K_SIZE, K_DURATION: the range */
-        unsigned also;              /* V_AUTO, V_ZERO */
-        const char *const *words;   /* K_ENUM: the values, NULL-terminated */
+        int64_t min, max;         /* K_INT, K_SIZE, K_DURATION: the range */
+        unsigned also;            /* V_AUTO, V_ZERO */
+        const char *const *words; /* K_ENUM: the values, NULL-terminated */
 };
 
 #define OFF(f) offsetof(struct settings, f)
@@ -37,17 +37,33 @@ struct option_def {
 /* One constructor per kind, redis's createIntConfig(name, min, max, default)
  * style: a number's range is where the setting is declared, and a value
  * outside it is an error that names the setting, never clamped. */
-#define STR(key, f, groups, def, help) { key, K_STR, OFF(f), groups, def, help, 0, 0, 0, NULL }
-#define ENUM(key, f, groups, def, help, ...)                                                  \
-        { key, K_ENUM, OFF(f), groups, def, help, 0, 0, 0,                                   \
-          (const char *const[]){ __VA_ARGS__, NULL } }
-#define BOOL(key, f, groups, def, help) { key, K_BOOL, OFF(f), groups, def, help, 0, 0, 0, NULL }
-#define INT(key, f, groups, def, min, max, also, help)                                       \
-        { key, K_INT, OFF(f), groups, def, help, min, max, also, NULL }
-#define SIZE(key, f, groups, def, min, max, also, help)                                      \
-        { key, K_SIZE, OFF(f), groups, def, help, min, max, also, NULL }
-#define DURATION(key, f, groups, def, min, max, also, help)                                  \
-        { key, K_DURATION, OFF(f), groups, def, help, min, max, also, NULL }
+#define STR(key, f, groups, def, help)                                                             \
+        {                                                                                          \
+                key, K_STR, OFF(f), groups, def, help, 0, 0, 0, NULL                               \
+        }
+#define ENUM(key, f, groups, def, help, ...)                                                       \
+        {                                                                                          \
+                key, K_ENUM, OFF(f), groups, def, help, 0, 0, 0, (const char *const[])             \
+                {                                                                                  \
+                        __VA_ARGS__, NULL                                                          \
+                }                                                                                  \
+        }
+#define BOOL(key, f, groups, def, help)                                                            \
+        {                                                                                          \
+                key, K_BOOL, OFF(f), groups, def, help, 0, 0, 0, NULL                              \
+        }
+#define INT(key, f, groups, def, min, max, also, help)                                             \
+        {                                                                                          \
+                key, K_INT, OFF(f), groups, def, help, min, max, also, NULL                        \
+        }
+#define SIZE(key, f, groups, def, min, max, also, help)                                            \
+        {                                                                                          \
+                key, K_SIZE, OFF(f), groups, def, help, min, max, also, NULL                       \
+        }
+#define DURATION(key, f, groups, def, min, max, also, help)                                        \
+        {                                                                                          \
+                key, K_DURATION, OFF(f), groups, def, help, min, max, also, NULL                   \
+        }
 
 #define KiB (INT64_C(1) << 10)
 #define MiB (INT64_C(1) << 20)
@@ -65,92 +81,91 @@ struct option_def {
 #define PIDS_MAX 4194304
 
 static const struct option_def defs[] = {
-        STR("state", state, SET_COMMON, "/var/lib/sandboxd",
-            "state directory (store, keys, sandboxes); env SANDBOXD_STATE"),
-        STR("config", config, SET_COMMON, NULL,
-            "config file of `key = value` lines (default <state>/sandboxd.conf if present)"),
-        STR("images", images, SET_COMMON, NULL, "images directory (default <state>/images)"),
-        ENUM("log_level", log_level, SET_COMMON, "info", "how much the daemon logs", "debug",
-             "info", "warn", "error"),
-        STR("listen", listen, SET_URL, "127.0.0.1:7070", "address and port to serve on"),
-        STR("url", url, SET_URL, NULL,
-            "public base URL, the identity tokens' iss (default http://<listen>)"),
-        STR("default_image", default_image, SET_SERVE, "debian",
-            "image of the `default` sandbox class"),
-        STR("init_path", init_path, SET_SERVE, NULL,
-            "sandbox-init binary (default: next to sandboxd, then the libexec dir)"),
-        DURATION("idle_timeout", idle_timeout_ms, SET_SERVE, "15m", SEC, 365 * DAY, 0,
-                 "suspend a sandbox after this long without a call"),
-        DURATION("suspended_ttl", suspended_ttl_ms, SET_SERVE, "1h", SEC, 365 * DAY, 0,
-                 "reclaim a sandbox suspended this long"),
-        DURATION("max_age", max_age_ms, SET_SERVE, "8h", SEC, 365 * DAY, 0,
-                 "reclaim a sandbox this long after its creation"),
-        DURATION("credential_ttl", credential_ttl_ms, SET_SERVE, "15m", SEC, 365 * DAY, 0,
-                 "lifetime of the data-plane credentials attach mints"),
-        DURATION("shutdown_grace", shutdown_grace_ms, SET_SERVE, "10s", 0, HOUR, 0,
-                 "on SIGTERM, how long requests in flight (an exec, a long poll) may finish"),
-        DURATION("token_leeway", token_leeway_ms, SET_SERVE, "60s", 0, JWT_MAX_LEEWAY_S * SEC, 0,
-                 "clock skew allowed on identity token exp/nbf/iat (whole seconds count)"),
-        INT("max_per_deployment", max_per_deployment, SET_SERVE, "20", 0, MGR_MAX_SLOTS, 0,
-            "sandboxes per deployment (0 = no cap)"),
-        SIZE("max_body", max_body_bytes, SET_SERVE, "16M", 1, TiB, 0, "largest JSON request body"),
-        SIZE("max_file", max_file_bytes, SET_SERVE, "4G", 1, 1024 * TiB, 0,
-             "largest file one PUT {endpoint}/files may write"),
-        INT("max_connections", max_connections, SET_SERVE, "1024", 1, 1048576, 0,
-            "concurrent HTTP connections"),
-        INT("max_connections_per_ip", max_connections_per_ip, SET_SERVE, NULL, 1, 1048576, 0,
-            "concurrent HTTP connections from one client address (default a quarter of "
-            "max_connections)"),
-        DURATION("request_head_timeout", request_head_timeout_ms, SET_SERVE, "10s", SEC, HOUR,
-                 V_ZERO,
-                 "close a connection whose request line and headers take longer than this (0 = "
-                 "never)"),
-        INT("uid_base", uid_base, SET_SERVE, "auto", 65536, 4294901760, V_AUTO,
-            "first host uid of the per-sandbox id ranges, 65536 ids each (auto: what this state "
-            "dir used last, else a range no other sandboxd of this host holds)"),
-        INT("max_sandboxes", max_sandboxes, SET_SERVE, "1024", 1, MGR_MAX_SLOTS, 0,
-            "sandboxes this daemon holds at once; sizes the uid range it claims (x 65536 ids) and "
-            "an auto net_range (x 4 addresses)"),
-        SIZE("memory_limit", memory_limit, SET_SERVE, "2G", 0, 1024 * TiB, 0,
-             "memory per sandbox (0 = unlimited)"),
-        INT("pids_limit", pids_limit, SET_SERVE, "1024", 0, PIDS_MAX, 0,
-            "processes per sandbox (0 = unlimited)"),
-        INT("max_open_files", max_open_files, SET_SERVE, "4096", 64, 1048576, 0,
-            "open files per sandbox process (RLIMIT_NOFILE, soft = hard)"),
-        INT("cpu_shares", cpu_shares, SET_SERVE, "1024", CPU_SHARES_MIN, CPU_SHARES_MAX, V_ZERO,
-            "relative CPU weight per sandbox (0 = the cgroup's default)"),
-        SIZE("tmp_size", tmp_size, SET_SERVE, "256M", 0, TiB, 0,
-             "size of each sandbox's /tmp (0 = the runtime's default)"),
-        SIZE("disk_limit", disk_limit, SET_SERVE, "10G", 16 * MiB, 1024 * TiB, V_ZERO,
-             "cap on each sandbox's files (sparse ext4 image, made at its first start; 0 = none)"),
-        ENUM("network", network, SET_SERVE, "nat",
-             "nat (outside only: never the host, private or link-local ranges) or none (loopback)",
-             "nat", "none"),
-        STR("net_range", net_range, SET_SERVE, "auto",
-            "IPv4 range of the nat sandboxes' veth pairs, one /30 each (auto: what this state dir "
-            "used last, else a free block of 10.200.0.0/14)"),
-        STR("dns", dns, SET_SERVE, NULL,
-            "nameservers of nat sandboxes, comma-separated public IPv4 (default: the host's public "
-            "ones)"),
-        INT("dns_port", dns_port, SET_SERVE, "auto", 0, 65535, V_AUTO,
-            "port of the DNS forwarder for nat sandboxes when the host has no public resolver "
-            "(0 = off, auto = any free port)"),
-        STR("dns_upstream", dns_upstream, SET_SERVE, NULL,
-            "where the forwarder sends queries, \"a,b:port\" (default: the host's nameservers)"),
-        INT("pool_size", pool_size, SET_SERVE, "2", 0, MGR_MAX_POOL, 0,
-            "sandboxes of the default image kept started ahead of time"),
-        BOOL("allow_unknown_accounts", allow_unknown_accounts, SET_SERVE, "true",
-             "accounts not enabled explicitly may use sandboxes"),
-        INT("rate_limit", rate_limit, SET_SERVE, "0", 0, RATELIMIT_MAX_RATE, 0,
-            "requests per second per deployment, answered 429 beyond (0 = off)"),
-        INT("rate_burst", rate_burst, SET_SERVE, NULL, 0, RATELIMIT_MAX_BURST, 0,
-            "requests a deployment may send at once (default 2 x rate_limit)"),
-        BOOL("local_issuer", local_issuer, SET_SERVE, "true",
-             "accept identity tokens signed with the server's own keys (sandboxd token)"),
-        STR("hs256_secret_file", hs256_secret_file, SET_SERVE, NULL,
-            "file holding an external issuer's HS256 secret (32 bytes or more)"),
-        STR("public_keys", public_keys, SET_SERVE, NULL,
-            "external issuers' PEM public keys (P-256: ES256, Ed25519: EdDSA), comma-separated"),
+    STR("state", state, SET_COMMON, "/var/lib/sandboxd",
+        "state directory (store, keys, sandboxes); env SANDBOXD_STATE"),
+    STR("config", config, SET_COMMON, NULL,
+        "config file of `key = value` lines (default <state>/sandboxd.conf if present)"),
+    STR("images", images, SET_COMMON, NULL, "images directory (default <state>/images)"),
+    ENUM("log_level", log_level, SET_COMMON, "info", "how much the daemon logs", "debug", "info",
+         "warn", "error"),
+    STR("listen", listen, SET_URL, "127.0.0.1:7070", "address and port to serve on"),
+    STR("url", url, SET_URL, NULL,
+        "public base URL, the identity tokens' iss (default http://<listen>)"),
+    STR("default_image", default_image, SET_SERVE, "debian",
+        "image of the `default` sandbox class"),
+    STR("init_path", init_path, SET_SERVE, NULL,
+        "sandbox-init binary (default: next to sandboxd, then the libexec dir)"),
+    DURATION("idle_timeout", idle_timeout_ms, SET_SERVE, "15m", SEC, 365 * DAY, 0,
+             "suspend a sandbox after this long without a call"),
+    DURATION("suspended_ttl", suspended_ttl_ms, SET_SERVE, "1h", SEC, 365 * DAY, 0,
+             "reclaim a sandbox suspended this long"),
+    DURATION("max_age", max_age_ms, SET_SERVE, "8h", SEC, 365 * DAY, 0,
+             "reclaim a sandbox this long after its creation"),
+    DURATION("credential_ttl", credential_ttl_ms, SET_SERVE, "15m", SEC, 365 * DAY, 0,
+             "lifetime of the data-plane credentials attach mints"),
+    DURATION("shutdown_grace", shutdown_grace_ms, SET_SERVE, "10s", 0, HOUR, 0,
+             "on SIGTERM, how long requests in flight (an exec, a long poll) may finish"),
+    DURATION("token_leeway", token_leeway_ms, SET_SERVE, "60s", 0, JWT_MAX_LEEWAY_S *SEC, 0,
+             "clock skew allowed on identity token exp/nbf/iat (whole seconds count)"),
+    INT("max_per_deployment", max_per_deployment, SET_SERVE, "20", 0, MGR_MAX_SLOTS, 0,
+        "sandboxes per deployment (0 = no cap)"),
+    SIZE("max_body", max_body_bytes, SET_SERVE, "16M", 1, TiB, 0, "largest JSON request body"),
+    SIZE("max_file", max_file_bytes, SET_SERVE, "4G", 1, 1024 * TiB, 0,
+         "largest file one PUT {endpoint}/files may write"),
+    INT("max_connections", max_connections, SET_SERVE, "1024", 1, 1048576, 0,
+        "concurrent HTTP connections"),
+    INT("max_connections_per_ip", max_connections_per_ip, SET_SERVE, NULL, 1, 1048576, 0,
+        "concurrent HTTP connections from one client address (default a quarter of "
+        "max_connections)"),
+    DURATION("request_head_timeout", request_head_timeout_ms, SET_SERVE, "10s", SEC, HOUR, V_ZERO,
+             "close a connection whose request line and headers take longer than this (0 = "
+             "never)"),
+    INT("uid_base", uid_base, SET_SERVE, "auto", 65536, 4294901760, V_AUTO,
+        "first host uid of the per-sandbox id ranges, 65536 ids each (auto: what this state "
+        "dir used last, else a range no other sandboxd of this host holds)"),
+    INT("max_sandboxes", max_sandboxes, SET_SERVE, "1024", 1, MGR_MAX_SLOTS, 0,
+        "sandboxes this daemon holds at once; sizes the uid range it claims (x 65536 ids) and "
+        "an auto net_range (x 4 addresses)"),
+    SIZE("memory_limit", memory_limit, SET_SERVE, "2G", 0, 1024 * TiB, 0,
+         "memory per sandbox (0 = unlimited)"),
+    INT("pids_limit", pids_limit, SET_SERVE, "1024", 0, PIDS_MAX, 0,
+        "processes per sandbox (0 = unlimited)"),
+    INT("max_open_files", max_open_files, SET_SERVE, "4096", 64, 1048576, 0,
+        "open files per sandbox process (RLIMIT_NOFILE, soft = hard)"),
+    INT("cpu_shares", cpu_shares, SET_SERVE, "1024", CPU_SHARES_MIN, CPU_SHARES_MAX, V_ZERO,
+        "relative CPU weight per sandbox (0 = the cgroup's default)"),
+    SIZE("tmp_size", tmp_size, SET_SERVE, "256M", 0, TiB, 0,
+         "size of each sandbox's /tmp (0 = the runtime's default)"),
+    SIZE("disk_limit", disk_limit, SET_SERVE, "10G", 16 * MiB, 1024 * TiB, V_ZERO,
+         "cap on each sandbox's files (sparse ext4 image, made at its first start; 0 = none)"),
+    ENUM("network", network, SET_SERVE, "nat",
+         "nat (outside only: never the host, private or link-local ranges) or none (loopback)",
+         "nat", "none"),
+    STR("net_range", net_range, SET_SERVE, "auto",
+        "IPv4 range of the nat sandboxes' veth pairs, one /30 each (auto: what this state dir "
+        "used last, else a free block of 10.200.0.0/14)"),
+    STR("dns", dns, SET_SERVE, NULL,
+        "nameservers of nat sandboxes, comma-separated public IPv4 (default: the host's public "
+        "ones)"),
+    INT("dns_port", dns_port, SET_SERVE, "auto", 0, 65535, V_AUTO,
+        "port of the DNS forwarder for nat sandboxes when the host has no public resolver "
+        "(0 = off, auto = any free port)"),
+    STR("dns_upstream", dns_upstream, SET_SERVE, NULL,
+        "where the forwarder sends queries, \"a,b:port\" (default: the host's nameservers)"),
+    INT("pool_size", pool_size, SET_SERVE, "2", 0, MGR_MAX_POOL, 0,
+        "sandboxes of the default image kept started ahead of time"),
+    BOOL("allow_unknown_accounts", allow_unknown_accounts, SET_SERVE, "true",
+         "accounts not enabled explicitly may use sandboxes"),
+    INT("rate_limit", rate_limit, SET_SERVE, "0", 0, RATELIMIT_MAX_RATE, 0,
+        "requests per second per deployment, answered 429 beyond (0 = off)"),
+    INT("rate_burst", rate_burst, SET_SERVE, NULL, 0, RATELIMIT_MAX_BURST, 0,
+        "requests a deployment may send at once (default 2 x rate_limit)"),
+    BOOL("local_issuer", local_issuer, SET_SERVE, "true",
+         "accept identity tokens signed with the server's own keys (sandboxd token)"),
+    STR("hs256_secret_file", hs256_secret_file, SET_SERVE, NULL,
+        "file holding an external issuer's HS256 secret (32 bytes or more)"),
+    STR("public_keys", public_keys, SET_SERVE, NULL,
+        "external issuers' PEM public keys (P-256: ES256, Ed25519: EdDSA), comma-separated"),
 };
 
 static int parse_size(const char *s, int64_t *ret)
@@ -163,11 +178,24 @@ static int parse_size(const char *s, int64_t *ret)
         unsigned long long mult = 1;
         if (*end) {
                 switch (*end) {
-                case 'k': case 'K': mult = 1ull << 10; break;
-                case 'm': case 'M': mult = 1ull << 20; break;
-                case 'g': case 'G': mult = 1ull << 30; break;
-                case 't': case 'T': mult = 1ull << 40; break;
-                default: return -EINVAL;
+                case 'k':
+                case 'K':
+                        mult = 1ull << 10;
+                        break;
+                case 'm':
+                case 'M':
+                        mult = 1ull << 20;
+                        break;
+                case 'g':
+                case 'G':
+                        mult = 1ull << 30;
+                        break;
+                case 't':
+                case 'T':
+                        mult = 1ull << 40;
+                        break;
+                default:
+                        return -EINVAL;
                 }
                 if (end[1] && strcmp(end + 1, "iB") && strcmp(end + 1, "B"))
                         return -EINVAL;
@@ -180,7 +208,7 @@ static int parse_size(const char *s, int64_t *ret)
 
 static bool is_bool_word(const char *v)
 {
-        static const char *const words[] = { "true", "false", "1", "0", "yes", "no", "on", "off" };
+        static const char *const words[] = {"true", "false", "1", "0", "yes", "no", "on", "off"};
         for (size_t i = 0; i < ARRAY_SIZE(words); i++)
                 if (!strcmp(v, words[i]))
                         return true;
@@ -238,8 +266,8 @@ static void format_number(const struct option_def *d, int64_t v, char *out, size
         static const struct {
                 int64_t unit;
                 const char *suffix;
-        } sizes[] = { { TiB, "T" }, { GiB, "G" }, { MiB, "M" }, { KiB, "K" } },
-          times[] = { { DAY, "d" }, { HOUR, "h" }, { MINUTE, "m" }, { SEC, "s" } };
+        } sizes[] = {{TiB, "T"}, {GiB, "G"}, {MiB, "M"}, {KiB, "K"}},
+          times[] = {{DAY, "d"}, {HOUR, "h"}, {MINUTE, "m"}, {SEC, "s"}};
         const char *suffix = d->kind == K_DURATION && v ? "ms" : "";
         int64_t n = v;
         for (size_t i = 0; v && d->kind != K_INT && i < ARRAY_SIZE(sizes); i++) {
@@ -407,7 +435,8 @@ static int read_config(struct settings *s, const char *path, bool must_exist)
                 /* The config file may set anything, whatever the subcommand. */
                 const struct option_def *d = find_def(key, ~0u);
                 if (!d || !strcmp(d->key, "config")) {
-                        fprintf(stderr, "sandboxd: %s:%d: unknown setting '%s'\n", path, lineno, key);
+                        fprintf(stderr, "sandboxd: %s:%d: unknown setting '%s'\n", path, lineno,
+                                key);
                         r = -EINVAL;
                         break;
                 }
@@ -542,9 +571,12 @@ int settings_parse(struct settings *s, unsigned groups, int argc, char **argv,
                    settings_extra_fn extra, const char *const *extra_flags, void *ctx,
                    char ***ret_args)
 {
-        const struct flags f = { .groups = groups | SET_COMMON, .extra = extra,
-                                 .extra_flags = extra_flags, .ctx = ctx, .argc = argc,
-                                 .argv = argv };
+        const struct flags f = {.groups = groups | SET_COMMON,
+                                .extra = extra,
+                                .extra_flags = extra_flags,
+                                .ctx = ctx,
+                                .argc = argc,
+                                .argv = argv};
         _cleanup_free_ char **args = calloc((size_t)argc + 1, sizeof(char *));
         if (!args)
                 return -ENOMEM;

@@ -8,19 +8,19 @@
 #include <stdint.h>
 
 struct settings {
-        char *listen;              /* ADDR:PORT */
-        char *url;                 /* public base URL; default http://<listen> */
-        char *state;               /* state dir */
-        char *images;              /* images dir; default <state>/images */
-        char *config;              /* config file path */
+        char *listen; /* ADDR:PORT */
+        char *url;    /* public base URL; default http://<listen> */
+        char *state;  /* state dir */
+        char *images; /* images dir; default <state>/images */
+        char *config; /* config file path */
         char *default_image;
-        char *init_path;           /* sandbox-init binary */
-        char *log_level;           /* debug, info, warn or error */
-        char *hs256_secret_file;   /* external issuer: HS256 shared secret */
-        char *public_keys;         /* external issuer: comma-separated PEM files */
-        char *network;             /* "nat" or "none" */
-        char *net_range;           /* IPv4 CIDR of the sandboxes' veth pairs, or "auto" */
-        char *dns;                 /* nameservers of nat sandboxes; NULL = host's public ones */
+        char *init_path;         /* sandbox-init binary */
+        char *log_level;         /* debug, info, warn or error */
+        char *hs256_secret_file; /* external issuer: HS256 shared secret */
+        char *public_keys;       /* external issuer: comma-separated PEM files */
+        char *network;           /* "nat" or "none" */
+        char *net_range;         /* IPv4 CIDR of the sandboxes' veth pairs, or "auto" */
+        char *dns;               /* nameservers of nat sandboxes; NULL = host's public ones */
         int64_t idle_timeout_ms;
         int64_t suspended_ttl_ms;
         int64_t max_age_ms;
@@ -33,21 +33,21 @@ struct settings {
         int64_t max_connections;
         int64_t max_connections_per_ip; /* 0 = a quarter of max_connections */
         int64_t request_head_timeout_ms;
-        int64_t uid_base;          /* -1 = auto */
+        int64_t uid_base; /* -1 = auto */
         int64_t max_sandboxes;
         int64_t memory_limit;
         int64_t pids_limit;
-        int64_t max_open_files;    /* RLIMIT_NOFILE of sandbox processes */
+        int64_t max_open_files; /* RLIMIT_NOFILE of sandbox processes */
         int64_t cpu_shares;
         int64_t tmp_size;
-        int64_t disk_limit;        /* writable layer cap; 0 = none */
-        int64_t rate_limit;        /* requests/s per deployment; 0 = off */
-        int64_t rate_burst;        /* 0 = 2 x rate_limit */
+        int64_t disk_limit; /* writable layer cap; 0 = none */
+        int64_t rate_limit; /* requests/s per deployment; 0 = off */
+        int64_t rate_burst; /* 0 = 2 x rate_limit */
         bool allow_unknown_accounts;
         int64_t pool_size;
-        int64_t dns_port;          /* -1 = auto (any free port), 0 = off */
+        int64_t dns_port; /* -1 = auto (any free port), 0 = off */
         char *dns_upstream;
-        bool local_issuer;         /* accept tokens of the server's own keys */
+        bool local_issuer; /* accept tokens of the server's own keys */
 };
 
 /* Which settings a subcommand accepts (a bit mask of groups). */

@@ -68,13 +68,13 @@ int inroot_normalize(const char *path, char *out, size_t out_len)
 int inroot_open(int rootfd, const char *path, uint64_t flags, int mode)
 {
         struct open_how how = {
-                /* openat2 refuses flags O_PATH ignores (O_NOCTTY among them). */
-                .flags = flags | O_CLOEXEC | ((flags & O_PATH) ? 0 : O_NOCTTY),
-                .mode = (uint64_t)mode,
-                /* RESOLVE_IN_ROOT: "/" and ".." stop at the sandbox's root, and
-                 * absolute symlinks resolve against it. NO_MAGICLINKS: no
-                 * /proc/<pid>/root or /proc/self/fd jumps (CVE-2019-5736 class). */
-                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+            /* openat2 refuses flags O_PATH ignores (O_NOCTTY among them). */
+            .flags = flags | O_CLOEXEC | ((flags & O_PATH) ? 0 : O_NOCTTY),
+            .mode = (uint64_t)mode,
+            /* RESOLVE_IN_ROOT: "/" and ".." stop at the sandbox's root, and
+             * absolute symlinks resolve against it. NO_MAGICLINKS: no
+             * /proc/<pid>/root or /proc/self/fd jumps (CVE-2019-5736 class). */
+            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
         };
         int fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
         return fd < 0 ? -errno : fd;
@@ -84,9 +84,9 @@ int inroot_open(int rootfd, const char *path, uint64_t flags, int mode)
 static int open_child_dir(int dirfd, const char *name)
 {
         struct open_how how = {
-                .flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
-                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-                           RESOLVE_NO_XDEV,
+            .flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+            .resolve =
+                RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
         };
         int fd = (int)syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
         return fd < 0 ? -errno : fd;

@@ -16,7 +16,7 @@ void log_set_level(enum log_level level)
 
 void log_msg(enum log_level level, const char *fmt, ...)
 {
-        static const char *const names[] = { "debug", "info", "warn", "error" };
+        static const char *const names[] = {"debug", "info", "warn", "error"};
         if (level < min_level)
                 return;
         char ts[32], line[2048];

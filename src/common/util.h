@@ -38,44 +38,44 @@ static inline void close_fd(int *fd)
 #define _cleanup_close_ __attribute__((cleanup(cleanup_closep)))
 
 /* Hand ownership of an fd / pointer out of a scope with a cleanup. */
-#define TAKE_FD(fd)                      \
-        ({                               \
-                int _taken_fd = (fd);    \
-                (fd) = -1;               \
-                _taken_fd;               \
+#define TAKE_FD(fd)                                                                                \
+        ({                                                                                         \
+                int _taken_fd = (fd);                                                              \
+                (fd) = -1;                                                                         \
+                _taken_fd;                                                                         \
         })
-#define TAKE_PTR(p)                          \
-        ({                                   \
-                __typeof__(p) _taken_p = (p); \
-                (p) = NULL;                  \
-                _taken_p;                    \
+#define TAKE_PTR(p)                                                                                \
+        ({                                                                                         \
+                __typeof__(p) _taken_p = (p);                                                      \
+                (p) = NULL;                                                                        \
+                _taken_p;                                                                          \
         })
 
 /* ---- error object for operations that span many syscalls ---- */
 struct sbx_error {
-        int code;       /* positive errno, 0 = no error */
-        char msg[512];  /* human readable, never contains secrets */
+        int code;      /* positive errno, 0 = no error */
+        char msg[512]; /* human readable, never contains secrets */
 };
 
 /* Record an error and return -errnum, so callers can write
  *   return sbx_error_set(err, errno, "open `%s`", path);
  * A NULL err is allowed. errnum <= 0 is treated as EIO. */
 int sbx_error_set(struct sbx_error *err, int errnum, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 /* The same for a refusal by the service's own rules (a missing sandbox, a
  * cap): the message is the text alone, no strerror() after it. */
 int sbx_error_say(struct sbx_error *err, int errnum, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 /* Prefix the existing message with more context ("launch: <old>"). */
 int sbx_error_wrap(struct sbx_error *err, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 /* ---- growable byte buffer with a hard cap (curl's dynbuf idea) ---- */
 struct buf {
         char *data;
         size_t len;
-        size_t cap;      /* allocated */
-        size_t max;      /* never grow past this; 0 = SIZE_MAX */
+        size_t cap; /* allocated */
+        size_t max; /* never grow past this; 0 = SIZE_MAX */
 };
 void buf_init(struct buf *b, size_t max);
 void buf_free(struct buf *b);
@@ -86,8 +86,8 @@ int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf
 int buf_terminate(struct buf *b);
 
 /* ---- time ---- */
-int64_t now_ms(void);        /* CLOCK_REALTIME, milliseconds since the epoch */
-int64_t mono_ms(void);       /* CLOCK_MONOTONIC, milliseconds */
+int64_t now_ms(void);  /* CLOCK_REALTIME, milliseconds since the epoch */
+int64_t mono_ms(void); /* CLOCK_MONOTONIC, milliseconds */
 int64_t mono_us(void);
 /* RFC 3339 UTC with milliseconds: "2026-11-30T15:20:00.000Z"; out >= 25 bytes. */
 void format_rfc3339(int64_t ms, char out[32]);

@@ -137,7 +137,8 @@ int mgr_open(const struct mgr_config *cfg, struct store *st, struct rt *rt, stru
         int r = 0;
         if (cfg->pool_size < 0 || cfg->pool_size > MGR_MAX_POOL ||
             cfg->max_sandboxes > MGR_MAX_SLOTS)
-                r = sbx_error_say(err, EINVAL, "pool_size must be 0-%d and max_sandboxes at most %u",
+                r = sbx_error_say(err, EINVAL,
+                                  "pool_size must be 0-%d and max_sandboxes at most %u",
                                   MGR_MAX_POOL, MGR_MAX_SLOTS);
         if (r == 0)
                 r = init_classes(m, err);

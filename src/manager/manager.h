@@ -65,13 +65,13 @@ struct mgr_config {
         const char *images_dir;
         const char *default_image;
         uint32_t uid_base;
-        uint32_t max_sandboxes;     /* slots: uid ranges of 65536 from uid_base */
+        uint32_t max_sandboxes; /* slots: uid ranges of 65536 from uid_base */
         int64_t idle_timeout_ms;
         int64_t suspended_ttl_ms;
         int64_t max_age_ms;
         int64_t max_per_deployment;
         bool allow_unknown_accounts;
-        int64_t pool_size;          /* sandboxes kept started ahead of time */
+        int64_t pool_size; /* sandboxes kept started ahead of time */
         struct rt_limits limits;
         /* The classes offered, borrowed for the manager's life. NULL (or
          * n_classes 0) = one, MGR_DEFAULT_CLASS: the first driver and
@@ -84,7 +84,7 @@ struct mgr_config {
 struct mgr_record {
         char name[SBX_NAME_MAX + 1];
         char sandbox_class[SBX_NAME_MAX + 1];
-        char network[8];            /* "nat" or "none" */
+        char network[8]; /* "nat" or "none" */
         enum sbx_state state;
         int64_t created_at;
         int64_t last_active_at;
@@ -119,7 +119,8 @@ int mgr_get(struct manager *m, const struct mgr_caller *c, const char *name, str
             struct sbx_error *err);
 int mgr_list(struct manager *m, const struct mgr_caller *c, struct mgr_record **ret, size_t *ret_n,
              struct sbx_error *err);
-int mgr_stop(struct manager *m, const struct mgr_caller *c, const char *name, struct sbx_error *err);
+int mgr_stop(struct manager *m, const struct mgr_caller *c, const char *name,
+             struct sbx_error *err);
 int mgr_delete(struct manager *m, const struct mgr_caller *c, const char *name,
                struct sbx_error *err);
 /* The account check every control-plane call makes first (-EPERM). */
@@ -159,8 +160,8 @@ void mgr_upload_done(struct manager *m, struct sandbox *sb, const char *name);
 /* ---- operations ---- */
 struct mgr_stats {
         uint64_t sandboxes[SBX_NSTATES]; /* by state */
-        uint64_t pool;              /* warm sandboxes ready to be taken */
-        uint64_t transitions;       /* every state change */
+        uint64_t pool;                   /* warm sandboxes ready to be taken */
+        uint64_t transitions;            /* every state change */
         uint64_t created, deleted, reclaimed, suspended, resumed, started, bring_up_failures;
 };
 void mgr_stats(struct manager *m, struct mgr_stats *ret);

@@ -70,8 +70,8 @@ static void *timers_main(void *arg)
                 int64_t now = now_ms();
                 if (t->heap[0].at > now) {
                         /* Sleep on CLOCK_REALTIME until the earliest deadline. */
-                        struct timespec ts = { .tv_sec = t->heap[0].at / 1000,
-                                               .tv_nsec = (t->heap[0].at % 1000) * 1000000 };
+                        struct timespec ts = {.tv_sec = t->heap[0].at / 1000,
+                                              .tv_nsec = (t->heap[0].at % 1000) * 1000000};
                         pthread_cond_timedwait(&t->cond, &t->lock, &ts);
                         continue;
                 }
@@ -130,7 +130,7 @@ int timers_add(struct timers *t, int64_t deadline_ms, uint64_t id)
                 t->heap = h;
                 t->cap = ncap;
         }
-        t->heap[t->n] = (struct entry){ .at = deadline_ms, .id = id };
+        t->heap[t->n] = (struct entry){.at = deadline_ms, .id = id};
         sift_up(t, t->n++);
         if (t->heap[0].id == id && t->heap[0].at == deadline_ms)
                 pthread_cond_signal(&t->cond);

@@ -37,7 +37,7 @@ int uploads_note(const char *sandbox_dir, uint64_t run, const char *dir, const c
         if (rd < 0)
                 return rd;
         _cleanup_close_ int fd =
-                openat(rd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+            openat(rd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
                 return -errno;
         char head[32];

@@ -103,10 +103,10 @@ static int pick(const struct rt *rt, const struct rt_spec *spec, struct sbx_erro
         return i;
 }
 
-#define CALL(rt, spec, err, op, ...)                                                      \
-        ({                                                                                \
-                int i_ = pick(rt, spec, err);                                             \
-                i_ < 0 ? i_ : (rt)->d[i_].ops->op((rt)->d[i_].state, spec, ##__VA_ARGS__); \
+#define CALL(rt, spec, err, op, ...)                                                               \
+        ({                                                                                         \
+                int i_ = pick(rt, spec, err);                                                      \
+                i_ < 0 ? i_ : (rt)->d[i_].ops->op((rt)->d[i_].state, spec, ##__VA_ARGS__);         \
         })
 
 int rt_start(struct rt *rt, const struct rt_spec *spec, pid_t *ret_pid, struct sbx_error *err)

@@ -15,9 +15,9 @@ static int db_error(struct store *st, struct sbx_error *err, const char *what)
 {
         int code = sqlite3_extended_errcode(st->db);
         int errnum = (code & 0xff) == SQLITE_CONSTRAINT ? EEXIST
-                   : (code & 0xff) == SQLITE_FULL     ? ENOSPC
-                   : (code & 0xff) == SQLITE_BUSY     ? EBUSY
-                                                      : EIO;
+                     : (code & 0xff) == SQLITE_FULL     ? ENOSPC
+                     : (code & 0xff) == SQLITE_BUSY     ? EBUSY
+                                                        : EIO;
         if (err) {
                 err->code = errnum;
                 snprintf(err->msg, sizeof(err->msg), "store: %s: %s", what, sqlite3_errmsg(st->db));
@@ -25,25 +25,24 @@ static int db_error(struct store *st, struct sbx_error *err, const char *what)
         return -errnum;
 }
 
-static const char schema[] =
-        "CREATE TABLE IF NOT EXISTS sandboxes ("
-        "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
-        "  deployment TEXT NOT NULL,"
-        "  account TEXT NOT NULL,"
-        "  name TEXT NOT NULL,"
-        "  class TEXT NOT NULL,"
-        "  image TEXT NOT NULL,"
-        "  state INTEGER NOT NULL,"
-        "  created_at INTEGER NOT NULL,"
-        "  last_active_at INTEGER NOT NULL,"
-        "  state_since INTEGER NOT NULL,"
-        "  slot INTEGER NOT NULL UNIQUE,"
-        "  network TEXT NOT NULL DEFAULT '',"
-        "  UNIQUE (deployment, name));"
-        "CREATE TABLE IF NOT EXISTS accounts ("
-        "  account TEXT PRIMARY KEY,"
-        "  enabled INTEGER NOT NULL,"
-        "  max_sandboxes INTEGER NOT NULL DEFAULT 0);";
+static const char schema[] = "CREATE TABLE IF NOT EXISTS sandboxes ("
+                             "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                             "  deployment TEXT NOT NULL,"
+                             "  account TEXT NOT NULL,"
+                             "  name TEXT NOT NULL,"
+                             "  class TEXT NOT NULL,"
+                             "  image TEXT NOT NULL,"
+                             "  state INTEGER NOT NULL,"
+                             "  created_at INTEGER NOT NULL,"
+                             "  last_active_at INTEGER NOT NULL,"
+                             "  state_since INTEGER NOT NULL,"
+                             "  slot INTEGER NOT NULL UNIQUE,"
+                             "  network TEXT NOT NULL DEFAULT '',"
+                             "  UNIQUE (deployment, name));"
+                             "CREATE TABLE IF NOT EXISTS accounts ("
+                             "  account TEXT PRIMARY KEY,"
+                             "  enabled INTEGER NOT NULL,"
+                             "  max_sandboxes INTEGER NOT NULL DEFAULT 0);";
 
 /* Bring a store made by an older sandboxd up to this schema. The schema
  * text above is always the newest, so a fresh store only gets its version
@@ -79,8 +78,9 @@ static int migrate(sqlite3 *db, char **msg)
         int version = user_version(db);
         int rc = SQLITE_OK;
         if (version < 1 && !sandboxes_have(db, "network"))
-                rc = sqlite3_exec(db, "ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT ''",
-                                  NULL, NULL, msg);
+                rc = sqlite3_exec(
+                    db, "ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT ''", NULL,
+                    NULL, msg);
         if (rc == SQLITE_OK && version < 2)
                 rc = sqlite3_exec(db,
                                   "BEGIN;"
@@ -99,9 +99,8 @@ int store_open(const char *path, struct store **ret, struct sbx_error *err)
         if (!st)
                 return sbx_error_set(err, ENOMEM, "store");
         pthread_mutex_init(&st->lock, NULL);
-        int rc = sqlite3_open_v2(path, &st->db,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                                 NULL);
+        int rc = sqlite3_open_v2(
+            path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
         if (rc != SQLITE_OK) {
                 int r = sbx_error_set(err, EIO, "open store %s (%s)", path,
                                       st->db ? sqlite3_errmsg(st->db) : "no memory");
@@ -154,7 +153,8 @@ static int exec_stmt(struct store *st, struct sbx_error *err, const char *sql, c
         va_start(ap, fmt);
         for (int i = 0; fmt[i]; i++) {
                 if (fmt[i] == 't')
-                        sqlite3_bind_text(stmt, i + 1, va_arg(ap, const char *), -1, SQLITE_TRANSIENT);
+                        sqlite3_bind_text(stmt, i + 1, va_arg(ap, const char *), -1,
+                                          SQLITE_TRANSIENT);
                 else
                         sqlite3_bind_int64(stmt, i + 1, va_arg(ap, int64_t));
         }
@@ -175,11 +175,12 @@ int store_sandbox_insert(struct store *st, struct store_sandbox *sb, struct sbx_
         sqlite3_stmt *stmt = NULL;
         int r = 0;
         pthread_mutex_lock(&st->lock);
-        if (sqlite3_prepare_v2(st->db,
-                               "INSERT INTO sandboxes (deployment, account, name, class, image, state,"
-                               " created_at, last_active_at, state_since, slot, network)"
-                               " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                               -1, &stmt, NULL) != SQLITE_OK) {
+        if (sqlite3_prepare_v2(
+                st->db,
+                "INSERT INTO sandboxes (deployment, account, name, class, image, state,"
+                " created_at, last_active_at, state_since, slot, network)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                -1, &stmt, NULL) != SQLITE_OK) {
                 r = db_error(st, err, "prepare insert");
                 goto out;
         }
@@ -205,9 +206,9 @@ out:
         return r;
 }
 
-int store_sandbox_assign(struct store *st, uint64_t id, const char *deployment,
-                         const char *account, const char *name, const char *sandbox_class,
-                         int64_t now, struct sbx_error *err)
+int store_sandbox_assign(struct store *st, uint64_t id, const char *deployment, const char *account,
+                         const char *name, const char *sandbox_class, int64_t now,
+                         struct sbx_error *err)
 {
         int r = exec_stmt(st, err,
                           "UPDATE sandboxes SET deployment = ?, account = ?, name = ?, class = ?,"
@@ -227,7 +228,8 @@ int store_sandbox_set_state(struct store *st, uint64_t id, int state, int64_t si
         return r < 0 ? r : 0;
 }
 
-int store_sandbox_touch(struct store *st, uint64_t id, int64_t last_active_at, struct sbx_error *err)
+int store_sandbox_touch(struct store *st, uint64_t id, int64_t last_active_at,
+                        struct sbx_error *err)
 {
         int r = exec_stmt(st, err, "UPDATE sandboxes SET last_active_at = ? WHERE id = ?", "ii",
                           last_active_at, (int64_t)id);
@@ -254,10 +256,11 @@ int store_sandbox_list(struct store *st, struct store_sandbox **ret, size_t *ret
         size_t n = 0, cap = 0;
         int r = 0;
         pthread_mutex_lock(&st->lock);
-        if (sqlite3_prepare_v2(st->db,
-                               "SELECT id, deployment, account, name, class, image, state, created_at,"
-                               " last_active_at, state_since, slot, network FROM sandboxes ORDER BY id",
-                               -1, &stmt, NULL) != SQLITE_OK) {
+        if (sqlite3_prepare_v2(
+                st->db,
+                "SELECT id, deployment, account, name, class, image, state, created_at,"
+                " last_active_at, state_since, slot, network FROM sandboxes ORDER BY id",
+                -1, &stmt, NULL) != SQLITE_OK) {
                 r = db_error(st, err, "prepare list");
                 goto out;
         }
@@ -325,9 +328,9 @@ int store_account_get(struct store *st, const char *account, struct store_accoun
         sqlite3_stmt *stmt = NULL;
         int r = 0;
         pthread_mutex_lock(&st->lock);
-        if (sqlite3_prepare_v2(st->db,
-                               "SELECT account, enabled, max_sandboxes FROM accounts WHERE account = ?",
-                               -1, &stmt, NULL) != SQLITE_OK) {
+        if (sqlite3_prepare_v2(
+                st->db, "SELECT account, enabled, max_sandboxes FROM accounts WHERE account = ?",
+                -1, &stmt, NULL) != SQLITE_OK) {
                 r = db_error(st, err, "prepare account");
                 goto out;
         }
@@ -353,9 +356,9 @@ int store_account_list(struct store *st, struct store_account **ret, size_t *ret
         size_t n = 0, cap = 0;
         int r = 0;
         pthread_mutex_lock(&st->lock);
-        if (sqlite3_prepare_v2(st->db,
-                               "SELECT account, enabled, max_sandboxes FROM accounts ORDER BY account",
-                               -1, &stmt, NULL) != SQLITE_OK) {
+        if (sqlite3_prepare_v2(
+                st->db, "SELECT account, enabled, max_sandboxes FROM accounts ORDER BY account", -1,
+                &stmt, NULL) != SQLITE_OK) {
                 r = db_error(st, err, "prepare accounts");
                 goto out;
         }

@@ -16,24 +16,24 @@
 struct store;
 
 struct store_sandbox {
-        uint64_t id;                        /* never reused */
+        uint64_t id; /* never reused */
         char deployment[SBX_NAME_MAX + 1];
         char account[SBX_NAME_MAX + 1];
         char name[SBX_NAME_MAX + 1];
         char sandbox_class[SBX_NAME_MAX + 1];
         char image[65];
-        char network[8];                    /* "nat" or "none" */
-        int state;                          /* the manager's (enum sbx_state) */
-        int64_t created_at;                 /* ms since the epoch */
+        char network[8];    /* "nat" or "none" */
+        int state;          /* the manager's (enum sbx_state) */
+        int64_t created_at; /* ms since the epoch */
         int64_t last_active_at;
         int64_t state_since;
-        uint32_t slot;                      /* index of its host uid range */
+        uint32_t slot; /* index of its host uid range */
 };
 
 struct store_account {
         char account[SBX_NAME_MAX + 1];
         bool enabled;
-        int64_t limit;                      /* sandboxes across deployments; 0 = none */
+        int64_t limit; /* sandboxes across deployments; 0 = none */
 };
 
 int store_open(const char *path, struct store **ret, struct sbx_error *err);
@@ -43,12 +43,13 @@ void store_close(struct store *st);
 int store_sandbox_insert(struct store *st, struct store_sandbox *sb, struct sbx_error *err);
 /* Give a sandbox started ahead of time (a pool entry, deployment "") its
  * owner and name; created_at and last_active_at become `now`. */
-int store_sandbox_assign(struct store *st, uint64_t id, const char *deployment,
-                         const char *account, const char *name, const char *sandbox_class,
-                         int64_t now, struct sbx_error *err);
+int store_sandbox_assign(struct store *st, uint64_t id, const char *deployment, const char *account,
+                         const char *name, const char *sandbox_class, int64_t now,
+                         struct sbx_error *err);
 int store_sandbox_set_state(struct store *st, uint64_t id, int state, int64_t since,
                             struct sbx_error *err);
-int store_sandbox_touch(struct store *st, uint64_t id, int64_t last_active_at, struct sbx_error *err);
+int store_sandbox_touch(struct store *st, uint64_t id, int64_t last_active_at,
+                        struct sbx_error *err);
 int store_sandbox_delete(struct store *st, uint64_t id, struct sbx_error *err);
 /* Every record; *ret malloc'd. */
 int store_sandbox_list(struct store *st, struct store_sandbox **ret, size_t *ret_n,

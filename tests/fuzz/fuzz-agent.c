@@ -55,7 +55,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
                 abort();
         peer = agent_peer_dir(dir);
         listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
         snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/agent.sock", dir);
         if (listener < 0 || bind(listener, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
             listen(listener, 4) < 0)
@@ -67,34 +67,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         if (size < 1)
                 return 0;
-        struct answer a = { data + 1, size - 1 };
+        struct answer a = {data + 1, size - 1};
         pthread_t t;
         if (pthread_create(&t, NULL, agent_thread, &a))
                 return 0;
-        struct sbx_error err = { 0 };
-        const char *argv[] = { "true", NULL };
-        struct agent_cmd cmd = { .argv = argv, .argc = 1 };
+        struct sbx_error err = {0};
+        const char *argv[] = {"true", NULL};
+        struct agent_cmd cmd = {.argv = argv, .argc = 1};
         switch (data[0] % 9) {
         case 0: {
-                struct agent_exec_result r = { 0 };
+                struct agent_exec_result r = {0};
                 if (agent_exec(&peer, &cmd, 1000, &r, &err) == 0)
                         agent_exec_result_free(&r);
                 break;
         }
         case 1: {
-                struct agent_proc_status s = { 0 };
+                struct agent_proc_status s = {0};
                 if (agent_spawn(&peer, &cmd, &s, &err) == 0)
                         agent_proc_status_free(&s);
                 break;
         }
         case 2: {
-                struct agent_poll_result p = { 0 };
+                struct agent_poll_result p = {0};
                 if (agent_poll(&peer, "p1", 0, 0, 0, &p, &err) == 0)
                         agent_poll_result_free(&p);
                 break;
         }
         case 3: {
-                struct agent_proc_list l = { 0 };
+                struct agent_proc_list l = {0};
                 if (agent_list(&peer, &l, &err) == 0)
                         agent_proc_list_free(&l);
                 break;

@@ -142,16 +142,16 @@ static int dnsflood(const char *addr, long count, long rate)
                 return 1;
         long sent = 0;
         for (long i = 0; i < count; i++) {
-                unsigned char q[512] = {(unsigned char)(i >> 8), (unsigned char)i, 0x01, 0x00,
-                                        0, 1, 0, 0, 0, 0, 0, 0};
+                unsigned char q[512] = {
+                    (unsigned char)(i >> 8), (unsigned char)i, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0};
                 char label[24];
                 int ll = snprintf(label, sizeof(label), "f%ld", i);
                 size_t n = 12;
                 q[n++] = (unsigned char)ll;
                 memcpy(q + n, label, (size_t)ll);
                 n += (size_t)ll;
-                static const unsigned char tail[] = {5, 'f', 'l', 'o', 'o', 'd', 4, 't', 'e',
-                                                     's', 't', 0,   0,   1,   0,   1};
+                static const unsigned char tail[] = {5,   'f', 'l', 'o', 'o', 'd', 4, 't',
+                                                     'e', 's', 't', 0,   0,   1,   0, 1};
                 memcpy(q + n, tail, sizeof(tail));
                 n += sizeof(tail);
                 if (sendto(fd, q, n, 0, (struct sockaddr *)&to, sizeof(to)) == (ssize_t)n)

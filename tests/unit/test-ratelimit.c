@@ -133,10 +133,13 @@ static void test_concurrent(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_bad_arguments),   cmocka_unit_test(test_burst_then_refill),
-                cmocka_unit_test(test_retry_after_rounds_up), cmocka_unit_test(test_default_burst),
-                cmocka_unit_test(test_keys_independent), cmocka_unit_test(test_table_bounded),
-                cmocka_unit_test(test_concurrent),
+            cmocka_unit_test(test_bad_arguments),
+            cmocka_unit_test(test_burst_then_refill),
+            cmocka_unit_test(test_retry_after_rounds_up),
+            cmocka_unit_test(test_default_burst),
+            cmocka_unit_test(test_keys_independent),
+            cmocka_unit_test(test_table_bounded),
+            cmocka_unit_test(test_concurrent),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,7 +34,7 @@ static int teardown(void **state)
 
 static struct store_sandbox rec(const char *dep, const char *name, uint32_t slot)
 {
-        struct store_sandbox sb = { 0 };
+        struct store_sandbox sb = {0};
         snprintf(sb.deployment, sizeof(sb.deployment), "%s", dep);
         snprintf(sb.account, sizeof(sb.account), "acct");
         snprintf(sb.name, sizeof(sb.name), "%s", name);
@@ -50,7 +50,7 @@ static struct store_sandbox rec(const char *dep, const char *name, uint32_t slot
 static void test_records(void **state)
 {
         struct store *st = NULL;
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         unlink(path);
         assert_int_equal(store_open(path, &st, &err), 0);
         struct store_sandbox a = rec("d1", "a", 0), b = rec("d1", "b", 1);
@@ -63,7 +63,8 @@ static void test_records(void **state)
         assert_int_equal(store_sandbox_insert(st, &slot, &err), -EEXIST);
         assert_int_equal(store_sandbox_set_state(st, a.id, SBX_SUSPENDED, 5000, &err), 0);
         assert_int_equal(store_sandbox_touch(st, b.id, 7000, &err), 0);
-        assert_int_equal(store_sandbox_assign(st, b.id, "d3", "acct2", "c", "default", 9000, &err), 0);
+        assert_int_equal(store_sandbox_assign(st, b.id, "d3", "acct2", "c", "default", 9000, &err),
+                         0);
         assert_int_equal(store_sandbox_assign(st, 999, "d3", "acct2", "c", "default", 9000, &err),
                          -ENOENT);
         store_close(st);
@@ -94,10 +95,10 @@ static void test_records(void **state)
 static void test_accounts(void **state)
 {
         struct store *st = NULL;
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         unlink(path);
         assert_int_equal(store_open(path, &st, &err), 0);
-        struct store_account a = { .account = "acme", .enabled = true, .limit = 5 }, got;
+        struct store_account a = {.account = "acme", .enabled = true, .limit = 5}, got;
         assert_int_equal(store_account_get(st, "acme", &got, &err), 0);
         assert_int_equal(store_account_put(st, &a, &err), 0);
         assert_int_equal(store_account_get(st, "acme", &got, &err), 1);
@@ -124,24 +125,25 @@ static void test_migration(void **state)
         unlink(path);
         sqlite3 *db;
         assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-        assert_int_equal(sqlite3_exec(db,
-                                      "CREATE TABLE sandboxes (id INTEGER PRIMARY KEY AUTOINCREMENT,"
-                                      " deployment TEXT NOT NULL, account TEXT NOT NULL,"
-                                      " name TEXT NOT NULL, class TEXT NOT NULL, image TEXT NOT NULL,"
-                                      " state TEXT NOT NULL, created_at INTEGER NOT NULL,"
-                                      " last_active_at INTEGER NOT NULL, state_since INTEGER NOT NULL,"
-                                      " slot INTEGER NOT NULL UNIQUE, UNIQUE (deployment, name));"
-                                      "INSERT INTO sandboxes VALUES (7, 'd', 'a', 'old', 'default',"
-                                      " 'tiny', 'stopped', 1, 2, 3, 4);"
-                                      "INSERT INTO sandboxes VALUES (8, 'd', 'a', 'r', 'default',"
-                                      " 'tiny', 'running', 1, 2, 3, 6);"
-                                      "INSERT INTO sandboxes VALUES (9, 'd', 'a', 's', 'default',"
-                                      " 'tiny', 'suspended', 1, 2, 3, 7);",
-                                      NULL, NULL, NULL),
-                         SQLITE_OK);
+        assert_int_equal(
+            sqlite3_exec(db,
+                         "CREATE TABLE sandboxes (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                         " deployment TEXT NOT NULL, account TEXT NOT NULL,"
+                         " name TEXT NOT NULL, class TEXT NOT NULL, image TEXT NOT NULL,"
+                         " state TEXT NOT NULL, created_at INTEGER NOT NULL,"
+                         " last_active_at INTEGER NOT NULL, state_since INTEGER NOT NULL,"
+                         " slot INTEGER NOT NULL UNIQUE, UNIQUE (deployment, name));"
+                         "INSERT INTO sandboxes VALUES (7, 'd', 'a', 'old', 'default',"
+                         " 'tiny', 'stopped', 1, 2, 3, 4);"
+                         "INSERT INTO sandboxes VALUES (8, 'd', 'a', 'r', 'default',"
+                         " 'tiny', 'running', 1, 2, 3, 6);"
+                         "INSERT INTO sandboxes VALUES (9, 'd', 'a', 's', 'default',"
+                         " 'tiny', 'suspended', 1, 2, 3, 7);",
+                         NULL, NULL, NULL),
+            SQLITE_OK);
         sqlite3_close(db);
         struct store *st = NULL;
-        struct sbx_error err = { 0 };
+        struct sbx_error err = {0};
         assert_int_equal(store_open(path, &st, &err), 0);
         struct store_sandbox *v = NULL;
         size_t n = 0;
@@ -165,9 +167,9 @@ static void test_migration(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_records),
-                cmocka_unit_test(test_accounts),
-                cmocka_unit_test(test_migration),
+            cmocka_unit_test(test_records),
+            cmocka_unit_test(test_accounts),
+            cmocka_unit_test(test_migration),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -14,7 +14,7 @@
 /* Run bytes through api_json_text and parse the result back. */
 static char *round_trip(const char *in, size_t len, size_t *ret_len)
 {
-        struct api_resp resp = { .body_fd = -1 };
+        struct api_resp resp = {.body_fd = -1};
         buf_init(&resp.body, 0);
         api_json_text(&resp, 200, json_pack("{s:i}", "n", 1), "a", in, len, "b", "", 0);
         assert_int_equal(resp.status, 200);
@@ -59,14 +59,15 @@ static void test_escapes(void **state)
 
 static void test_utf8(void **state)
 {
-        E("\xc3\xa9t\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "\xc3\xa9t\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
-        E("a\xc3", "a" FFFD);                         /* cut at the end */
-        E("\xe2\x82", FFFD FFFD);                     /* cut 3-byte sequence */
-        E("\xc0\xaf", FFFD FFFD);                     /* overlong '/' */
-        E("\xe0\x80\xaf", FFFD FFFD FFFD);            /* overlong, 3 bytes */
-        E("\xed\xa0\x80", FFFD FFFD FFFD);            /* a surrogate */
-        E("\xf4\x90\x80\x80", FFFD FFFD FFFD FFFD);   /* past U+10FFFF */
-        E("\x80x\xff", FFFD "x" FFFD);                /* stray bytes */
+        E("\xc3\xa9t\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+          "\xc3\xa9t\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+        E("a\xc3", "a" FFFD);                       /* cut at the end */
+        E("\xe2\x82", FFFD FFFD);                   /* cut 3-byte sequence */
+        E("\xc0\xaf", FFFD FFFD);                   /* overlong '/' */
+        E("\xe0\x80\xaf", FFFD FFFD FFFD);          /* overlong, 3 bytes */
+        E("\xed\xa0\x80", FFFD FFFD FFFD);          /* a surrogate */
+        E("\xf4\x90\x80\x80", FFFD FFFD FFFD FFFD); /* past U+10FFFF */
+        E("\x80x\xff", FFFD "x" FFFD);              /* stray bytes */
 }
 
 static void test_large(void **state)
@@ -89,9 +90,9 @@ static void test_large(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_escapes),
-                cmocka_unit_test(test_utf8),
-                cmocka_unit_test(test_large),
+            cmocka_unit_test(test_escapes),
+            cmocka_unit_test(test_utf8),
+            cmocka_unit_test(test_large),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian 12 machine to a full test run:
 # the same set-up as scripts/up.sh, an ASan+UBSan build, the images (built
-# once, reused when present), then every suite: C unit tests (plain and
-# sanitized), bounded fuzz runs (the token parser, the daemon's decoding of
-# agent answers), and the integration tests (node's test runner) against
-# the real daemon built with ASan+UBSan.
+# once, reused when present), then the checks (scripts/check.sh: format,
+# function size and complexity, cppcheck, banned functions) and every
+# suite: C unit tests (plain and sanitized), bounded fuzz runs of every
+# target in tests/fuzz (run.sh), and the integration tests (node's test
+# runner) against the real daemon built with ASan+UBSan.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-EXTRA_PACKAGES="clang libclang-rt-14-dev bubblewrap runc strace" ./scripts/setup.sh || exit 1
+EXTRA_PACKAGES="clang libclang-rt-14-dev clang-format clang-tidy cppcheck bubblewrap runc strace" \
+        ./scripts/setup.sh || exit 1
 
 if [ ! -f build-asan/build.ninja ]; then
         meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false >/dev/null || exit 1
@@ -26,6 +28,9 @@ done
 passed=0
 failed=0
 count() { passed=$((passed + $1)); failed=$((failed + $2)); }
+
+echo "== checks"
+if scripts/check.sh; then count 1 0; else count 0 1; fi
 
 echo "== C unit tests"
 for b in build build-asan; do

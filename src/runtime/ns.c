@@ -4,14 +4,16 @@
  *
  * Order (the one every mature runtime uses):
  *   launcher: cgroups -> sandbox dir, listening socket -> clone(C) with
- *             user/mnt/pid/ipc/uts/net namespaces, C blocked -> C into its
- *             cgroups -> uid/gid maps -> idmapped image tree -> setns into
- *             C's mount/net/pid namespaces -> a "mounter" child does every
- *             mount there (mount.c; private propagation first, never in the
- *             host namespace) -> release C with an fd of its new root.
- *   C:        cgroup ns -> hostname, lo -> pivot_root -> setsid, env, fds
- *             -> ids, rlimits -> caps -> no_new_privs -> seccomp -> exec
- *             of the sealed sandbox-init memfd.
+ *             user/mnt/pid/ipc/uts/net namespaces, C waiting on a seqpacket
+ *             socket -> C into its cgroups -> uid/gid maps -> idmapped
+ *             image tree -> setns into C's mount/net/pid namespaces -> a
+ *             "mounter" child does every mount there (mount.c; private
+ *             propagation first, never in the host namespace) -> release C
+ *             by sending it an fd of its new root over that socket.
+ *   C:        every inherited fd closed but its four -> receive the root ->
+ *             cgroup ns -> hostname, lo -> pivot_root -> stdio -> setsid,
+ *             env -> ids, rlimits -> caps -> no_new_privs -> seccomp ->
+ *             exec of the sealed sandbox-init memfd.
  */
 #include "launch.h"
 

@@ -398,8 +398,10 @@ export class SandboxdSandbox extends BaseSandbox {
       );
     }
     if (!this.#attaching) {
-      const attaching = this.#client.attach(this.#name).then(() => {
-        if (this.#attaching === attaching && this.#state === "new") this.#state = "running";
+      const attaching = this.#client.attach(this.#name).then((handle) => {
+        if (this.#attaching !== attaching) return;
+        this.#streams.seed(handle);
+        if (this.#state === "new") this.#state = "running";
       });
       this.#attaching = attaching;
       attaching.catch(() => {

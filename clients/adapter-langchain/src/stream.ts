@@ -79,10 +79,18 @@ export class FileStreams {
     };
   }
 
+  /** Takes a handle the adapter's own attach just returned, saving an attach on the first read. */
+  seed(handle: SandboxHandle): void {
+    this.#remember(handle);
+  }
+
   async #handle(stale: boolean): Promise<SandboxHandle> {
     const cur = this.#cached;
     if (cur && !stale && Date.now() < cur.refreshAt) return cur.handle;
-    const handle = await this.#client.attach(this.#name);
+    return this.#remember(await this.#client.attach(this.#name));
+  }
+
+  #remember(handle: SandboxHandle): SandboxHandle {
     const received = Date.now();
     const expires = Date.parse(handle.expiresAt);
     const lifetime = Number.isFinite(expires) ? Math.max(0, expires - received) : 0;

@@ -227,7 +227,8 @@ export class SandboxdSandbox extends BaseSandbox {
 
   /**
    * Reads each file through the native file endpoint. Per-file errors:
-   * `file_not_found`, `is_directory`, `permission_denied`, `invalid_path`.
+   * `file_not_found`, `is_directory`, `permission_denied` (the file is
+   * listed in its directory but cannot be read), `invalid_path`.
    */
   async downloadFiles(paths: string[]): Promise<FileDownloadResponse[]> {
     await this.#ready();
@@ -415,7 +416,12 @@ export class SandboxdSandbox extends BaseSandbox {
   async #fileError(err: unknown, path: string, op: "read" | "write"): Promise<FileOperationError> {
     if (!(err instanceof SandboxRequestError)) throw err;
     if (err.status === 403) return "permission_denied";
-    if (err.status === 404 && op === "read") return (await this.#isDirectory(path)) ? "is_directory" : "file_not_found";
+    if (err.status === 404 && op === "read") {
+      // The server answers 404 for anything it cannot read: tell a directory
+      // and a file that exists (listed in its parent) but may not be read.
+      if (await this.#isDirectory(path)) return "is_directory";
+      return (await this.#isListed(path)) ? "permission_denied" : "file_not_found";
+    }
     if (err.status === 404) return "invalid_path"; // a component of the path is not a directory
     if (err.status === 400) {
       if (err.code === "invalid_argument" && path !== "" && (await this.#isDirectory(path))) return "is_directory";
@@ -428,6 +434,21 @@ export class SandboxdSandbox extends BaseSandbox {
     try {
       await this.#client.listDir(this.#name, normalizePath(path));
       return true;
+    } catch (err) {
+      if (err instanceof SandboxRequestError) return false;
+      throw err;
+    }
+  }
+
+  /** Whether the path's parent lists it (so it exists). */
+  async #isListed(path: string): Promise<boolean> {
+    const full = normalizePath(path);
+    if (full === "/") return false;
+    const slash = full.lastIndexOf("/");
+    const parent = slash === 0 ? "/" : full.slice(0, slash);
+    try {
+      const entries = await this.#client.listDir(this.#name, parent);
+      return entries.some((e) => e.name === full.slice(slash + 1));
     } catch (err) {
       if (err instanceof SandboxRequestError) return false;
       throw err;

@@ -16,6 +16,15 @@ import { countingFetch, skipReason, startDaemon, uniqueName } from "../../typesc
 
 const text = (m) => (typeof m.content === "string" ? m.content : m.content.map((b) => b.text ?? "").join("\n"));
 
+/**
+ * A model turn that calls tools. respond() rather than fakeModel's
+ * respondWithTools(), whose message content repeats the whole conversation
+ * (so doubles at every step).
+ */
+let ids = 0;
+const calls = (...toolCalls) =>
+  new AIMessage({ content: "", tool_calls: toolCalls.map((c) => ({ ...c, id: `call-${++ids}`, type: "tool_call" })) });
+
 /** The tool messages of a run, in order. */
 const toolMessages = (result) => result.messages.filter((m) => ToolMessage.isInstance(m));
 
@@ -38,16 +47,16 @@ describe("a deep agent on a sandboxd sandbox", { skip: skipReason("tiny"), timeo
     const backend = new SandboxdSandbox({ name, identityToken: token });
     const main = "/workspace/app/main.sh";
     const model = fakeModel()
-      .respondWithTools([
+      .respond(calls(
         { name: "write_file", args: { file_path: main, content: "greet() {\n  echo hello\n}\ngreet\n" } },
         { name: "write_file", args: { file_path: "/workspace/app/lib/util.sh", content: "# greet helper\n" } },
-      ])
-      .respondWithTools([{ name: "edit_file", args: { file_path: main, old_string: "echo hello", new_string: "echo hello, sandbox" } }])
-      .respondWithTools([{ name: "read_file", args: { file_path: main, offset: 1, limit: 2 } }])
-      .respondWithTools([{ name: "ls", args: { path: "/workspace/app" } }])
-      .respondWithTools([{ name: "glob", args: { pattern: "**/*.sh", path: "/workspace" } }])
-      .respondWithTools([{ name: "grep", args: { pattern: "greet", path: "/workspace/app" } }])
-      .respondWithTools([{ name: "execute", args: { command: `sh ${main}; echo to-stderr >&2; echo again; exit 3` } }])
+      ))
+      .respond(calls({ name: "edit_file", args: { file_path: main, old_string: "echo hello", new_string: "echo hello, sandbox" } }))
+      .respond(calls({ name: "read_file", args: { file_path: main, offset: 1, limit: 2 } }))
+      .respond(calls({ name: "ls", args: { path: "/workspace/app" } }))
+      .respond(calls({ name: "glob", args: { pattern: "**/*.sh", path: "/workspace" } }))
+      .respond(calls({ name: "grep", args: { pattern: "greet", path: "/workspace/app" } }))
+      .respond(calls({ name: "execute", args: { command: `sh ${main}; echo to-stderr >&2; echo again; exit 3` } }))
       .respond(new AIMessage("done"));
 
     const agent = createDeepAgent({ model, backend });
@@ -79,14 +88,14 @@ describe("a deep agent on a sandboxd sandbox", { skip: skipReason("tiny"), timeo
     const backend = new SandboxdSandbox({ name, identityToken: token, fetchImpl: fetch });
     const model = fakeModel()
       // turn 1
-      .respondWithTools([{ name: "write_file", args: { file_path: "/workspace/notes.txt", content: "turn one\n" } }])
-      .respondWithTools([{ name: "execute", args: { command: "ls -A /workspace" } }])
+      .respond(calls({ name: "write_file", args: { file_path: "/workspace/notes.txt", content: "turn one\n" } }))
+      .respond(calls({ name: "execute", args: { command: "ls -A /workspace" } }))
       .respond(new AIMessage("first turn done"))
       // turn 2, after the sandbox was deleted behind the agent's back
-      .respondWithTools([{ name: "execute", args: { command: "ls -A /workspace; echo listed" } }])
-      .respondWithTools([{ name: "read_file", args: { file_path: "/workspace/notes.txt" } }])
-      .respondWithTools([{ name: "write_file", args: { file_path: "/workspace/notes.txt", content: "turn two\n" } }])
-      .respondWithTools([{ name: "read_file", args: { file_path: "/workspace/notes.txt" } }])
+      .respond(calls({ name: "execute", args: { command: "ls -A /workspace; echo listed" } }))
+      .respond(calls({ name: "read_file", args: { file_path: "/workspace/notes.txt" } }))
+      .respond(calls({ name: "write_file", args: { file_path: "/workspace/notes.txt", content: "turn two\n" } }))
+      .respond(calls({ name: "read_file", args: { file_path: "/workspace/notes.txt" } }))
       .respond(new AIMessage("second turn done"));
     const agent = createDeepAgent({ model, backend, checkpointer: new MemorySaver() });
     const config = { configurable: { thread_id: name }, recursionLimit: 100 };

@@ -92,6 +92,9 @@ export class SandboxdSandbox extends BaseSandbox {
     }
     this.#client = client ?? new SandboxClient(clientOptions);
     const seconds = clientOptions.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS;
+    if (typeof seconds !== "number" || !Number.isFinite(seconds) || seconds <= 0) {
+      throw new RangeError("timeoutSeconds must be a positive number");
+    }
     this.#timeoutMs = Math.ceil(seconds * 1000);
     const fetchImpl = clientOptions.fetchImpl ?? ((input, init) => fetch(input, init));
     this.#streams = new FileStreams(this.#client, this.#name, { fetchImpl, timeoutMs: this.#timeoutMs });

@@ -32,6 +32,7 @@ describe("lifecycle", { skip: skipReason("tiny"), timeout: 120_000 }, () => {
     assert.ok(new AstroSandbox({ name: "x", identityToken: token }) instanceof SandboxdSandbox);
     assert.match(new SandboxdSandbox({ identityToken: token }).id, /^deepagents-[0-9a-f]{16}$/);
     assert.throws(() => new SandboxdSandbox({ name: "bad name", identityToken: token }), (e) => SandboxError.isInstance(e) && e.code === "INVALID_NAME");
+    assert.throws(() => new SandboxdSandbox({ name: "x", client: control, timeoutSeconds: 0 }), RangeError);
   });
 
   it("attaches on initialize() or on first use; a second initialize() is refused", async () => {

@@ -60,6 +60,8 @@ interface RequestSpec {
 interface CachedHandle {
   handle: SandboxHandle;
   sandboxClass: string;
+  /** The network it has: a re-attach (after a reclaim or delete) asks for it again. */
+  network?: Network;
   /** Date.now() after which the handle is refreshed before use. */
   refreshAt: number;
 }
@@ -394,7 +396,8 @@ export class SandboxClient {
     // Concurrent callers share one attach.
     let pending = this.#attaching.get(name);
     if (!pending) {
-      pending = this.#attachNow(name, cur?.sandboxClass ?? failed?.sandboxClass ?? "default").finally(() => {
+      const was = cur ?? failed;
+      pending = this.#attachNow(name, was?.sandboxClass ?? "default", was?.network).finally(() => {
         if (this.#attaching.get(name) === pending) this.#attaching.delete(name);
       });
       this.#attaching.set(name, pending);
@@ -418,7 +421,12 @@ export class SandboxClient {
     const sentAt = Number.isFinite(serverNow) ? serverNow + 1000 : received;
     const lifetime = Number.isFinite(expires) ? expires - sentAt : 0;
     const margin = Math.min(REFRESH_MARGIN_MS, Math.max(0, lifetime) / 4);
-    const entry: CachedHandle = { handle, sandboxClass, refreshAt: received + lifetime - margin };
+    const entry: CachedHandle = {
+      handle,
+      sandboxClass,
+      network: handle.network ?? network,
+      refreshAt: received + lifetime - margin,
+    };
     if ((this.#generation.get(name) ?? 0) === generation) this.#handles.set(name, entry);
     return entry;
   }

@@ -61,10 +61,15 @@ echo "== integration tests (daemon built with ASan+UBSan)"
 # node_modules is missing or lacks something package.json asks for.
 npm_deps() { ( cd "$1" && { { [ -d node_modules ] && npm ls --silent >/dev/null 2>&1; } || npm install --no-audit --no-fund --silent; } ); }
 ( npm_deps tests && npm_deps clients/typescript && cd clients/typescript && npm run --silent build ) || count 0 1
+# The framework adapters build on the SDK's dist/ (linked as ../typescript).
+for adapter in clients/adapter-*/; do
+        ( npm_deps "$adapter" && cd "$adapter" && npm run --silent build ) || count 0 1
+done
 export SANDBOXD_BIN="$ROOT/build-asan/sandboxd" SANDBOXD_IMAGES="$IMAGES"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-mapfile -t files < <(ls tests/integration/*.test.mjs clients/typescript/test/*.test.mjs 2>/dev/null)
+mapfile -t files < <(ls tests/integration/*.test.mjs clients/typescript/test/*.test.mjs \
+        clients/adapter-*/test/*.test.mjs 2>/dev/null)
 log=$(mktemp)
 # Each file starts its own daemons with their own state, ranges and tables:
 # two run at once.

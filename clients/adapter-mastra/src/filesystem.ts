@@ -119,10 +119,11 @@ export class SandboxdFilesystem extends MastraFilesystem {
 
   /**
    * With a sandbox: nothing (each operation starts the sandbox first).
-   * Alone: attaches, so the sandbox exists with the configured network.
+   * Alone with a `network`: attaches, so a sandbox it creates has that
+   * network (otherwise the first call attaches, as every client call does).
    */
   override async init(): Promise<void> {
-    if (this.sandbox) return;
+    if (this.sandbox || !this.#attachArgs[1]) return;
     await this.client.attach(this.sandboxName, ...this.#attachArgs);
   }
 

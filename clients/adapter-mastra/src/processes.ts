@@ -49,6 +49,8 @@ export class SandboxdProcessManager extends SandboxProcessManager<SandboxdSandbo
   #state: "active" | "paused" | "closed" = "active";
   /** Bumped on every pause/close, so a poll in flight at a stop knows it was stopped. */
   #epoch = 0;
+  /** Rejects when the sandbox stops or is destroyed: ends the waits in progress at once. */
+  #halt: { promise: Promise<never>; reject: (err: unknown) => void } | undefined;
 
   constructor(options: ProcessManagerOptions = {}) {
     super(options);
@@ -136,6 +138,7 @@ export class SandboxdProcessManager extends SandboxProcessManager<SandboxdSandbo
   pause(): void {
     this.#state = "paused";
     this.#epoch++;
+    this.#haltWaits();
   }
 
   /** @internal The sandbox (re)started: handles that stream to callbacks resume polling. */
@@ -151,6 +154,7 @@ export class SandboxdProcessManager extends SandboxProcessManager<SandboxdSandbo
   close(): void {
     this.#state = "closed";
     this.#epoch++;
+    this.#haltWaits();
     for (const handle of this._tracked.values()) {
       if (handle instanceof SandboxdProcessHandle) handle.dispose();
     }
@@ -163,7 +167,29 @@ export class SandboxdProcessManager extends SandboxProcessManager<SandboxdSandbo
 
   /** @internal Throws when polling must not go on (the sandbox is stopped or destroyed). */
   assertActive(): void {
-    if (this.#state !== "active") throw new SandboxNotReadyError(`${this.sandbox.id} (${this.#state === "paused" ? "stopped" : "destroyed"})`);
+    if (this.#state !== "active") throw this.#notReady();
+  }
+
+  /** @internal A promise that rejects when the sandbox stops or is destroyed. */
+  halted(): Promise<never> {
+    if (!this.#halt) {
+      let reject!: (err: unknown) => void;
+      const promise = new Promise<never>((_, r) => {
+        reject = r;
+      });
+      promise.catch(() => {}); // nobody may be waiting
+      this.#halt = { promise, reject };
+    }
+    return this.#halt.promise;
+  }
+
+  #haltWaits(): void {
+    this.#halt?.reject(this.#notReady());
+    this.#halt = undefined;
+  }
+
+  #notReady(): SandboxNotReadyError {
+    return new SandboxNotReadyError(`${this.sandbox.id} (${this.#state === "paused" ? "stopped" : "destroyed"})`);
   }
 }
 
@@ -234,7 +260,8 @@ export class SandboxdProcessHandle extends ProcessHandle {
   override async wait(): Promise<CommandResult> {
     while (this.#exitCode === undefined) {
       this.#manager.assertActive();
-      await this.#poll(this.#manager.sandbox.pollWaitMs);
+      // A stop must not wait for the poll in flight (it would answer late).
+      await Promise.race([this.#poll(this.#manager.sandbox.pollWaitMs), this.#manager.halted()]);
     }
     return this.#result();
   }

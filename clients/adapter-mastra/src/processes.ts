@@ -31,6 +31,8 @@ type HandleOptions = Pick<SpawnProcessOptions, "maxRetainedBytes" | "onStdout" |
   /** The process reads a pipe written with sendStdin (spawned with `stdin: true`). */
   stdin: boolean;
   command?: string;
+  /** Found by `get` rather than spawned here. */
+  adopted?: boolean;
 };
 
 /**
@@ -47,6 +49,8 @@ type HandleOptions = Pick<SpawnProcessOptions, "maxRetainedBytes" | "onStdout" |
  */
 export class SandboxdProcessManager extends SandboxProcessManager<SandboxdSandbox> {
   #state: "active" | "paused" | "closed" = "active";
+  /** Every handle made here until released (Mastra's `_tracked` drops exited ones when read). */
+  readonly #handles = new Map<string, SandboxdProcessHandle>();
   /** Bumped on every pause/close, so a poll in flight at a stop knows it was stopped. */
   #epoch = 0;
   /** Rejects when the sandbox stops or is destroyed: ends the waits in progress at once. */
@@ -75,6 +79,7 @@ export class SandboxdProcessManager extends SandboxProcessManager<SandboxdSandbo
     if (options.timeout !== undefined) handleOptions.timeout = options.timeout;
     const handle = new SandboxdProcessHandle(this, status, handleOptions);
     this._tracked.set(handle.pid, handle);
+    this.#handles.set(handle.pid, handle);
     return handle;
   }
 
@@ -98,6 +103,8 @@ export class SandboxdProcessManager extends SandboxProcessManager<SandboxdSandbo
     const tracked = this._tracked.get(pid);
     if (tracked instanceof SandboxdProcessHandle) {
       await tracked.refresh();
+      // Read after its exit: Mastra's manager now dismisses it for good.
+      if (tracked.exitCode !== undefined) this.#forget(tracked);
       return tracked;
     }
     if (typeof pid !== "string" || !PROCESS_ID_RE.test(pid)) return undefined;
@@ -111,27 +118,34 @@ export class SandboxdProcessManager extends SandboxProcessManager<SandboxdSandbo
     }
     // Adopted: spawned by another instance (or before a restart). Whether it
     // has a stdin pipe is not recorded; a write to one without gets 409.
-    const handle = new SandboxdProcessHandle(this, out, { stdin: true, command: commandLine(out.command) });
+    const handle = new SandboxdProcessHandle(this, out, { stdin: true, command: commandLine(out.command), adopted: true });
     handle.take(out);
     await handle.refresh();
     this._tracked.set(pid, handle);
+    if (handle.exitCode === undefined) this.#handles.set(pid, handle);
     return handle;
   }
 
   /**
-   * Forgets a finished process here and on the server (its record and
-   * output), so finished processes do not push others out of the sandbox's
-   * table. A process still running is only forgotten here.
+   * Forgets a finished process here and, when this instance spawned it, on
+   * the server too (its record and output), so finished commands do not
+   * push other exited records out of the sandbox's table. A process still
+   * running, or one adopted by `get` (someone else's), is only forgotten
+   * here.
    */
   override release(pid: string): void {
-    const handle = this._tracked.get(pid);
+    const handle = this.#handles.get(pid);
     super.release(pid);
-    if (!(handle instanceof SandboxdProcessHandle)) return;
+    if (handle) this.#forget(handle);
+  }
+
+  #forget(handle: SandboxdProcessHandle): void {
+    this.#handles.delete(handle.pid);
     handle.dispose();
-    if (handle.exitCode === undefined || handle.lost) return;
+    if (handle.exitCode === undefined || handle.lost || handle.adopted) return;
     const sb = this.sandbox;
     // Best effort: the result is already known.
-    sb.client.kill(sb.sandboxName, pid).catch(() => {});
+    sb.client.kill(sb.sandboxName, handle.pid).catch(() => {});
   }
 
   /** @internal The sandbox is stopping: polls end, waits reject. */
@@ -145,9 +159,7 @@ export class SandboxdProcessManager extends SandboxProcessManager<SandboxdSandbo
   resume(): void {
     if (this.#state === "closed") return;
     this.#state = "active";
-    for (const handle of this._tracked.values()) {
-      if (handle instanceof SandboxdProcessHandle) handle.resumeStreaming();
-    }
+    for (const handle of this.#handles.values()) handle.resumeStreaming();
   }
 
   /** @internal The sandbox is destroyed: everything stops for good. */
@@ -155,9 +167,7 @@ export class SandboxdProcessManager extends SandboxProcessManager<SandboxdSandbo
     this.#state = "closed";
     this.#epoch++;
     this.#haltWaits();
-    for (const handle of this._tracked.values()) {
-      if (handle instanceof SandboxdProcessHandle) handle.dispose();
-    }
+    for (const handle of this.#handles.values()) handle.dispose();
   }
 
   /** @internal */
@@ -208,6 +218,8 @@ export class SandboxdProcessManager extends SandboxProcessManager<SandboxdSandbo
  */
 export class SandboxdProcessHandle extends ProcessHandle {
   readonly pid: string;
+  /** Found by the manager's `get` (spawned elsewhere) rather than spawned by this instance. */
+  readonly adopted: boolean;
   readonly #manager: SandboxdProcessManager;
   readonly #stdin: boolean;
   readonly #startedAt: number;
@@ -222,6 +234,9 @@ export class SandboxdProcessHandle extends ProcessHandle {
   #timedOut = false;
   #killed = false;
   #lost = false;
+  /** Bytes the sandbox discarded before they were read (it keeps 1 MiB per stream). */
+  #stdoutLost = 0;
+  #stderrLost = 0;
   /** A poll said the process exited; its exit is final once a poll brings nothing more. */
   #sawExit = false;
   #stdinQueue: Promise<void> = Promise.resolve();
@@ -235,6 +250,7 @@ export class SandboxdProcessHandle extends ProcessHandle {
     super(base);
     this.#manager = manager;
     this.pid = status.processId;
+    this.adopted = options.adopted ?? false;
     this.#stdin = options.stdin;
     if (options.command !== undefined) this.command = options.command;
     const started = Date.parse(status.startedAt);
@@ -250,6 +266,23 @@ export class SandboxdProcessHandle extends ProcessHandle {
 
   get exitCode(): number | undefined {
     return this.#exitCode;
+  }
+
+  /** Dropped here (past `maxRetainedBytes`) or in the sandbox (a producer faster than the polls). */
+  override get stdoutDroppedBytes(): number {
+    return super.stdoutDroppedBytes + this.#stdoutLost;
+  }
+
+  override get stderrDroppedBytes(): number {
+    return super.stderrDroppedBytes + this.#stderrLost;
+  }
+
+  override get stdoutTruncated(): boolean {
+    return super.stdoutTruncated || this.#stdoutLost > 0;
+  }
+
+  override get stderrTruncated(): boolean {
+    return super.stderrTruncated || this.#stderrLost > 0;
   }
 
   /** True when the process's record was gone before its exit was seen (exit code -1). */
@@ -270,6 +303,8 @@ export class SandboxdProcessHandle extends ProcessHandle {
     if (this.#exitCode === undefined && !this.#inflight) await this.refresh();
     if (this.#exitCode !== undefined) return false;
     const sb = this.#manager.sandbox;
+    // Set first: the poll in flight may see the exit before the signal's answer arrives.
+    this.#killed = true;
     try {
       await sb.client.signal(sb.sandboxName, this.pid, "KILL");
     } catch (err) {
@@ -277,9 +312,9 @@ export class SandboxdProcessHandle extends ProcessHandle {
         this.#markLost();
         return false;
       }
+      if (this.#exitCode === undefined) this.#killed = false;
       throw err;
     }
-    this.#killed = true;
     return true;
   }
 
@@ -307,6 +342,8 @@ export class SandboxdProcessHandle extends ProcessHandle {
   /** @internal Takes a polled answer in. True when it moved the offsets. */
   take(out: ProcessOutput): boolean {
     let moved = false;
+    this.#stdoutLost += out.stdoutDropped;
+    this.#stderrLost += out.stderrDropped;
     if (out.stdoutNext > this.#stdoutNext) {
       if (out.stdout) this.emitStdout(out.stdout);
       this.#stdoutNext = out.stdoutNext;
@@ -381,10 +418,10 @@ export class SandboxdProcessHandle extends ProcessHandle {
     this.#timer = undefined;
     if (this.#exitCode !== undefined) return;
     this.#timedOut = true;
+    this.#killed = true;
     const sb = this.#manager.sandbox;
     try {
       await sb.client.signal(sb.sandboxName, this.pid, "KILL");
-      this.#killed = true;
     } catch (err) {
       if (isGone(err)) this.#markLost();
       // Otherwise the next poll tells what became of it.

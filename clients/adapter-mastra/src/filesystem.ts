@@ -384,7 +384,10 @@ export class SandboxdFilesystem extends MastraFilesystem {
       file.matches.push({ line: line.line, column: m.index, text: line.text });
       total++;
     }
-    return [...byFile.values()].filter((f) => f.matches.length > 0);
+    // grep walks in directory order; answer in path order.
+    return [...byFile.values()]
+      .filter((f) => f.matches.length > 0)
+      .sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   }
 
   // ---------------------------------------------------------------- internals

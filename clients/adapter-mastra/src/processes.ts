@@ -53,8 +53,8 @@ export class SandboxdProcessManager extends SandboxProcessManager<SandboxdSandbo
   readonly #handles = new Map<string, SandboxdProcessHandle>();
   /** Bumped on every pause/close, so a poll in flight at a stop knows it was stopped. */
   #epoch = 0;
-  /** Rejects when the sandbox stops or is destroyed: ends the waits in progress at once. */
-  #halt: { promise: Promise<never>; reject: (err: unknown) => void } | undefined;
+  /** The waits in progress, ended at once when the sandbox stops or is destroyed. */
+  readonly #waiters = new Set<(err: unknown) => void>();
 
   constructor(options: ProcessManagerOptions = {}) {
     super(options);
@@ -120,7 +120,7 @@ export class SandboxdProcessManager extends SandboxProcessManager<SandboxdSandbo
     // has a stdin pipe is not recorded; a write to one without gets 409.
     const handle = new SandboxdProcessHandle(this, out, { stdin: true, command: commandLine(out.command), adopted: true });
     handle.take(out);
-    await handle.refresh();
+    if (out.state === "exited") await handle.refresh(); // read to the end
     this._tracked.set(pid, handle);
     if (handle.exitCode === undefined) this.#handles.set(pid, handle);
     return handle;
@@ -180,22 +180,17 @@ export class SandboxdProcessManager extends SandboxProcessManager<SandboxdSandbo
     if (this.#state !== "active") throw this.#notReady();
   }
 
-  /** @internal A promise that rejects when the sandbox stops or is destroyed. */
-  halted(): Promise<never> {
-    if (!this.#halt) {
-      let reject!: (err: unknown) => void;
-      const promise = new Promise<never>((_, r) => {
-        reject = r;
-      });
-      promise.catch(() => {}); // nobody may be waiting
-      this.#halt = { promise, reject };
-    }
-    return this.#halt.promise;
+  /** @internal Calls `reject` when the sandbox stops or is destroyed; returns the unsubscribe. */
+  onHalt(reject: (err: unknown) => void): () => void {
+    this.#waiters.add(reject);
+    return () => this.#waiters.delete(reject);
   }
 
   #haltWaits(): void {
-    this.#halt?.reject(this.#notReady());
-    this.#halt = undefined;
+    const err = this.#notReady();
+    const waiters = [...this.#waiters];
+    this.#waiters.clear();
+    for (const reject of waiters) reject(err);
   }
 
   #notReady(): SandboxNotReadyError {
@@ -291,10 +286,13 @@ export class SandboxdProcessHandle extends ProcessHandle {
   }
 
   override async wait(): Promise<CommandResult> {
-    while (this.#exitCode === undefined) {
-      this.#manager.assertActive();
-      // A stop must not wait for the poll in flight (it would answer late).
-      await Promise.race([this.#poll(this.#manager.sandbox.pollWaitMs), this.#manager.halted()]);
+    if (this.#exitCode === undefined) {
+      // A stop ends the wait at once, without waiting for the poll in flight
+      // (which may answer only much later).
+      await new Promise<void>((resolve, reject) => {
+        const unsubscribe = this.#manager.onHalt(reject);
+        this.#pollToExit().then(resolve, reject).finally(unsubscribe);
+      });
     }
     return this.#result();
   }
@@ -375,6 +373,13 @@ export class SandboxdProcessHandle extends ProcessHandle {
   }
 
   // ---------------------------------------------------------------- internals
+
+  async #pollToExit(): Promise<void> {
+    while (this.#exitCode === undefined) {
+      this.#manager.assertActive();
+      await this.#poll(this.#manager.sandbox.pollWaitMs);
+    }
+  }
 
   /** Polls in the background for the spawn-time callbacks. */
   #stream(): void {

@@ -5,6 +5,11 @@
 
 import { MockLanguageModelV2 } from "ai/test";
 
+// Tests talk to loopback only: Mastra's usage telemetry (sent by its Mastra
+// class, which these tests do not use) stays off all the same. Read when an
+// event would be sent, so setting it here is in time.
+process.env.MASTRA_TELEMETRY_DISABLED ??= "1";
+
 export {
   countingFetch,
   skipReason,

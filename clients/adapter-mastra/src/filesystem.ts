@@ -43,10 +43,18 @@ import type {
 } from "@mastra/core/workspace";
 import type { RequestContext } from "@mastra/core/request-context";
 import { parseGrepOutput, toExtendedRegex } from "./grep.js";
-import { DEFAULT_WORKING_DIRECTORY, errnoOf, isRequestError, resolveIn, resolveInstructions } from "./internal.js";
+import {
+  DEFAULT_WORKING_DIRECTORY,
+  checkName,
+  clientOf,
+  errnoOf,
+  isRequestError,
+  resolveIn,
+  resolveInstructions,
+} from "./internal.js";
 import { mimeTypeOf } from "./mime.js";
 import type { SandboxdFilesystemOptions } from "./options.js";
-import { checkName, clientOf, type SandboxdSandbox } from "./sandbox.js";
+import type { SandboxdSandbox } from "./sandbox.js";
 
 const encoder = new TextEncoder();
 

@@ -3,7 +3,8 @@
  * Not exported from the package.
  */
 import { posix } from "node:path";
-import { SandboxRequestError } from "@sandboxd/client";
+import { SandboxClient, SandboxRequestError } from "@sandboxd/client";
+import type { SandboxOptions } from "@sandboxd/client";
 import type { InstructionsOption } from "@mastra/core/workspace";
 import type { RequestContext } from "@mastra/core/request-context";
 
@@ -87,6 +88,22 @@ export function errnoOf(message: string): string | undefined {
   return undefined;
 }
 
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The client an adapter uses: the one it was given, or one made from the client options. */
+export function clientOf(options: SandboxOptions & { client?: SandboxClient | undefined }): SandboxClient {
+  if (options.client) return options.client;
+  const clientOptions: SandboxOptions = {};
+  if (options.identityToken !== undefined) clientOptions.identityToken = options.identityToken;
+  if (options.serverUrl !== undefined) clientOptions.serverUrl = options.serverUrl;
+  if (options.timeoutSeconds !== undefined) clientOptions.timeoutSeconds = options.timeoutSeconds;
+  if (options.fetchImpl !== undefined) clientOptions.fetchImpl = options.fetchImpl;
+  return new SandboxClient(clientOptions);
+}
+
+/** A sandbox name the server accepts, or a TypeError at construction. */
+export function checkName(name: unknown): string {
+  if (typeof name !== "string" || !NAME_RE.test(name)) {
+    throw new TypeError(`invalid sandbox name ${JSON.stringify(name)}: must match ${NAME_RE.source}`);
+  }
+  return name;
 }

@@ -1,8 +1,7 @@
 /**
  * A sandboxd sandbox as a Mastra workspace sandbox provider.
  */
-import { SandboxClient } from "@sandboxd/client";
-import type { Network, SandboxRecord } from "@sandboxd/client";
+import type { Network, SandboxClient, SandboxRecord } from "@sandboxd/client";
 import { MastraSandbox, SandboxAbortError, validateSandboxFileMode } from "@mastra/core/workspace";
 import type {
   InstructionsOption,
@@ -18,31 +17,14 @@ import type { RequestContext } from "@mastra/core/request-context";
 import {
   DEFAULT_POLL_WAIT_MS,
   DEFAULT_WORKING_DIRECTORY,
-  NAME_RE,
+  checkName,
+  clientOf,
   isRequestError,
   resolveIn,
   resolveInstructions,
 } from "./internal.js";
 import type { SandboxdSandboxOptions } from "./options.js";
 import { SandboxdProcessManager } from "./processes.js";
-
-/** The client an adapter uses: the one it was given, or one made from the client options. */
-export function clientOf(options: { client?: SandboxClient | undefined } & ConstructorParameters<typeof SandboxClient>[0]): SandboxClient {
-  if (options.client) return options.client;
-  const clientOptions: ConstructorParameters<typeof SandboxClient>[0] = {};
-  if (options?.identityToken !== undefined) clientOptions.identityToken = options.identityToken;
-  if (options?.serverUrl !== undefined) clientOptions.serverUrl = options.serverUrl;
-  if (options?.timeoutSeconds !== undefined) clientOptions.timeoutSeconds = options.timeoutSeconds;
-  if (options?.fetchImpl !== undefined) clientOptions.fetchImpl = options.fetchImpl;
-  return new SandboxClient(clientOptions);
-}
-
-export function checkName(name: unknown): string {
-  if (typeof name !== "string" || !NAME_RE.test(name)) {
-    throw new TypeError(`invalid sandbox name ${JSON.stringify(name)}: must match ${NAME_RE.source}`);
-  }
-  return name;
-}
 
 /**
  * A named sandboxd sandbox: an isolated Linux machine (own kernel and
@@ -82,7 +64,6 @@ export class SandboxdSandbox extends MastraSandbox {
   readonly #requestedNetwork: Network | undefined;
   readonly #constructedAt = new Date();
   #network: Network | undefined;
-  #record: SandboxRecord | undefined;
   #image: string | undefined;
 
   constructor(options: SandboxdSandboxOptions) {
@@ -144,7 +125,6 @@ export class SandboxdSandbox extends MastraSandbox {
     const attachOptions = this.#requestedNetwork ? { network: this.#requestedNetwork } : undefined;
     const handle = await this.client.attach(this.name, this.sandboxClass, attachOptions);
     const after = await this.#getRecord();
-    this.#record = after;
     this.#network = handle.network ?? after?.network ?? this.#network;
     this.#image = await this.#probeImage();
     this.processes.resume();
@@ -179,8 +159,7 @@ export class SandboxdSandbox extends MastraSandbox {
 
   /** Status and metadata, with the server's record of the sandbox (read now). */
   override async getInfo(): Promise<SandboxInfo> {
-    const record = (await this.#getRecord()) ?? undefined;
-    if (record) this.#record = record;
+    const record = await this.#getRecord();
     const info: SandboxInfo = {
       id: this.id,
       name: this.name,

@@ -7,39 +7,20 @@
 // packet is sent to any address outside this machine.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import dgram from "node:dgram";
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join, dirname } from "node:path";
 import { Daemon, Client, sleep, until, BIN } from "./lib/daemon.mjs";
+import { fakeDns as resolver } from "./lib/dns.mjs";
+
+// Names under .test resolve; flood.test ones are never answered.
+const fakeDns = () => resolver({ answers: (n) => n.endsWith(".test"), silent: (n) => n.endsWith("flood.test") });
 
 const NETHOG = process.env.SANDBOXD_NETHOG || join(dirname(BIN), "tests/nethog");
 const ANSWER = /Address:? *198\.18\.0\.53/;
 
 // A DNS server on loopback: A 198.18.0.53 for any name under .test but
 // flood.test (never answered), NXDOMAIN for anything else. Records names.
-async function fakeDns() {
-  const sock = dgram.createSocket("udp4");
-  const seen = [];
-  sock.on("message", (q, rinfo) => {
-    let i = 12;
-    const labels = [];
-    while (i < q.length && q[i] !== 0) {
-      labels.push(q.subarray(i + 1, i + 1 + q[i]).toString());
-      i += 1 + q[i];
-    }
-    const name = labels.join(".").toLowerCase();
-    seen.push(name);
-    if (name.endsWith("flood.test") || i + 5 > q.length) return;
-    const question = q.subarray(12, i + 5);
-    const hit = name.endsWith(".test") && q.readUInt16BE(i + 1) === 1;
-    const head = Buffer.from([q[0], q[1], 0x81, hit ? 0x80 : 0x83, 0, 1, 0, hit ? 1 : 0, 0, 0, 0, 0]);
-    const answer = hit ? Buffer.from([0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 198, 18, 0, 53]) : Buffer.alloc(0);
-    sock.send(Buffer.concat([head, question, answer]), rinfo.port, rinfo.address);
-  });
-  await new Promise((r) => sock.bind(0, "127.0.0.1", r));
-  return { port: sock.address().port, seen, close: () => sock.close() };
-}
 
 const natArgs = (up, extra = []) => ["--network", "nat", "--pool-size", "0", "--disk-limit", "64M",
   "--dns-upstream", `127.0.0.1:${up.port}`, ...extra];

@@ -12,20 +12,9 @@ before(async () => {
 });
 after(async () => d && (await d.destroy()));
 
-async function spawn(name, command, extra = {}) {
-  const r = await c.data(name, "POST", "/processes", { command, ...extra });
-  assert.equal(r.status, 200, JSON.stringify(r.body));
-  return r.body;
-}
-async function poll(name, id, q = {}) {
-  const qs = new URLSearchParams(Object.entries(q).map(([k, v]) => [k, String(v)]));
-  const r = await c.data(name, "GET", `/processes/${id}?${qs}`);
-  assert.equal(r.status, 200, JSON.stringify(r.body));
-  return r.body;
-}
 async function waitExit(name, id) {
   let ch;
-  do ch = await poll(name, id, { waitMs: 5000 });
+  do ch = await c.poll(name, id, { waitMs: 5000 });
   while (ch.state !== "exited");
   return ch;
 }
@@ -53,7 +42,7 @@ test("an exec running when the daemon is SIGKILLed is kept: listed with its exit
   assert.equal(rec.timedOut, false);
   assert.equal(rec.truncated, false);
   assert.ok(Date.parse(rec.startedAt) && Date.parse(rec.exitedAt));
-  const out = await poll("orphan", rec.processId);
+  const out = await c.poll("orphan", rec.processId);
   assert.equal(out.stdout, "started\nout\n");
   assert.equal(out.stderr, "err\n");
   assert.equal(out.stdoutDropped, 0);
@@ -68,7 +57,7 @@ test("an exec running when the daemon is SIGKILLed is kept: listed with its exit
 test("exited processes do not hold slots: 100 never-killed spawns succeed, the oldest exited are forgotten", async () => {
   const ids = [];
   for (let i = 0; i < 100; i++) {
-    const p = await spawn("slots", ["/bin/sh", "-c", `echo ${i}`]);
+    const p = await c.spawn("slots", ["/bin/sh", "-c", `echo ${i}`]);
     ids.push(p.processId);
     const ch = await waitExit("slots", p.processId);
     assert.equal(ch.exitCode, 0);
@@ -78,14 +67,14 @@ test("exited processes do not hold slots: 100 never-killed spawns succeed, the o
   assert.deepEqual(list.map((p) => p.processId), ids.slice(36));
   assert.equal((await c.data("slots", "GET", `/processes/${ids[0]}`)).status, 404);
   assert.equal((await c.data("slots", "GET", `/processes/${ids[35]}`)).status, 404);
-  const newest = await poll("slots", ids[99]);
+  const newest = await c.poll("slots", ids[99]);
   assert.equal(newest.state, "exited");
   assert.equal(newest.stdout, "99\n");
-  assert.equal((await poll("slots", ids[36])).stdout, "36\n");
+  assert.equal((await c.poll("slots", ids[36])).stdout, "36\n");
 
   // Running processes still count: 64 run, the 65th is refused.
   const running = [];
-  for (let i = 0; i < 64; i++) running.push((await spawn("slots", ["/bin/sleep", "60"])).processId);
+  for (let i = 0; i < 64; i++) running.push((await c.spawn("slots", ["/bin/sleep", "60"])).processId);
   const r = await c.data("slots", "POST", "/processes", { command: ["/bin/sleep", "60"] });
   assert.equal(r.status, 402);
   assert.equal(r.body.error.code, "cap_reached");
@@ -93,12 +82,12 @@ test("exited processes do not hold slots: 100 never-killed spawns succeed, the o
   const e = await c.data("slots", "POST", "/exec", { command: ["true"] });
   assert.equal(e.status, 402);
   for (const id of running) assert.equal((await c.data("slots", "DELETE", `/processes/${id}`)).status, 204);
-  assert.equal((await spawn("slots", ["true"])).state, "running");
+  assert.equal((await c.spawn("slots", ["true"])).state, "running");
 });
 
 test("a stdin write nobody reads: 408 timeout with the bytes written, the rest discarded; a second write meanwhile gets 409", async () => {
   // Reads nothing until /tmp/go exists, then counts what its stdin holds.
-  const proc = await spawn("stdin", ["/bin/sh", "-c", "while [ ! -e /tmp/go ]; do sleep 0.1; done; exec wc -c"], { stdin: true });
+  const proc = await c.spawn("stdin", ["/bin/sh", "-c", "while [ ! -e /tmp/go ]; do sleep 0.1; done; exec wc -c"], { stdin: true });
   const big = Buffer.alloc(1 << 20, 0x61);
   const first = c.data("stdin", "POST", `/processes/${proc.processId}/stdin`, big, true);
   await sleep(1000);
@@ -121,7 +110,7 @@ test("a stdin write nobody reads: 408 timeout with the bytes written, the rest d
 });
 
 test("a process id with a NUL or a slash never lists processes", async () => {
-  const proc = await spawn("ids", ["/bin/sleep", "30"]);
+  const proc = await c.spawn("ids", ["/bin/sleep", "30"]);
   for (const path of ["/processes/%00", "/processes%00", "/processes/%2F", "/processes/", `/processes/${proc.processId}%00`]) {
     const r = await c.data("ids", "GET", path);
     assert.ok(r.status === 400 || r.status === 404, `${path}: ${r.status} ${JSON.stringify(r.body)}`);
@@ -130,18 +119,18 @@ test("a process id with a NUL or a slash never lists processes", async () => {
   }
   const del = await c.data("ids", "DELETE", "/processes/%00");
   assert.ok(del.status === 400 || del.status === 404, `DELETE %00: ${del.status}`);
-  assert.equal((await poll("ids", proc.processId)).state, "running");
+  assert.equal((await c.poll("ids", proc.processId)).state, "running");
   assert.equal((await c.data("ids", "DELETE", `/processes/${proc.processId}`)).status, 204);
 });
 
 test("signal names are upper case, with or without SIG", async () => {
-  const proc = await spawn("sig", ["/bin/sleep", "30"]);
+  const proc = await c.spawn("sig", ["/bin/sleep", "30"]);
   for (const signal of ["term", "Term", "sigterm", "SIGterm", "SIG", ""]) {
     const r = await c.data("sig", "POST", `/processes/${proc.processId}/signal`, { signal });
     assert.equal(r.status, 400, `${signal}: ${r.status}`);
     assert.equal(r.body.error.code, "invalid_argument");
   }
-  assert.equal((await poll("sig", proc.processId)).state, "running");
+  assert.equal((await c.poll("sig", proc.processId)).state, "running");
   assert.equal((await c.data("sig", "POST", `/processes/${proc.processId}/signal`, { signal: "SIGTERM" })).status, 204);
   const ch = await waitExit("sig", proc.processId);
   assert.equal(ch.exitCode, 143);

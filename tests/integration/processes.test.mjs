@@ -11,27 +11,16 @@ before(async () => {
 });
 after(async () => d && (await d.destroy()));
 
-async function spawn(name, command, extra = {}) {
-  const r = await c.data(name, "POST", "/processes", { command, ...extra });
-  assert.equal(r.status, 200, JSON.stringify(r.body));
-  return r.body;
-}
-async function poll(name, id, q = {}) {
-  const qs = new URLSearchParams(Object.entries(q).map(([k, v]) => [k, String(v)]));
-  const r = await c.data(name, "GET", `/processes/${id}?${qs}`);
-  assert.equal(r.status, 200, JSON.stringify(r.body));
-  return r.body;
-}
 
 test("the doc's poll loop reads a process to its end", async () => {
-  const proc = await spawn("loop", ["/bin/sh", "-c", "for i in 1 2 3; do echo line $i; sleep 0.1; done; echo done >&2; exit 7"]);
+  const proc = await c.spawn("loop", ["/bin/sh", "-c", "for i in 1 2 3; do echo line $i; sleep 0.1; done; echo done >&2; exit 7"]);
   assert.equal(proc.state, "running");
   assert.deepEqual(proc.command, ["/bin/sh", "-c", "for i in 1 2 3; do echo line $i; sleep 0.1; done; echo done >&2; exit 7"]);
   assert.ok(Date.parse(proc.startedAt));
   assert.equal(proc.exitCode, undefined);
   let stdoutFrom = 0, stderrFrom = 0, out = "", err = "";
   for (;;) {
-    const chunk = await poll("loop", proc.processId, { stdoutFrom, stderrFrom });
+    const chunk = await c.poll("loop", proc.processId, { stdoutFrom, stderrFrom });
     stdoutFrom = chunk.stdoutNext;
     stderrFrom = chunk.stderrNext;
     assert.equal(chunk.stdoutDropped, 0);
@@ -53,11 +42,11 @@ test("5 MiB of numbered lines polled continuously: every line once, in order", a
   // 120 kB. A reader that polls continuously keeps up; one that stopped
   // would be told what it lost (the next test).
   const n = 200000;
-  const proc = await spawn("bulk", ["/bin/sh", "-c",
+  const proc = await c.spawn("bulk", ["/bin/sh", "-c",
     `for b in $(seq 0 79); do awk -v s=$((b * 10000)) 'BEGIN { for (i = s; i < s + 10000; i++) printf "line %06d\\n", i }'; sleep 0.01; done`]);
   let from = 0, text = "", dropped = 0;
   for (;;) {
-    const ch = await poll("bulk", proc.processId, { stdoutFrom: from, waitMs: 1000 });
+    const ch = await c.poll("bulk", proc.processId, { stdoutFrom: from, waitMs: 1000 });
     dropped += ch.stdoutDropped;
     text += ch.stdout;
     from = ch.stdoutNext;
@@ -71,27 +60,27 @@ test("5 MiB of numbered lines polled continuously: every line once, in order", a
 });
 
 test("3 MiB written before the first poll reports exactly 2 MiB dropped", async () => {
-  const proc = await spawn("drop", ["/bin/sh", "-c", "head -c 3145728 /dev/zero | tr '\\0' x"]);
+  const proc = await c.spawn("drop", ["/bin/sh", "-c", "head -c 3145728 /dev/zero | tr '\\0' x"]);
   let ch;
   do {
     await sleep(100);
-    ch = await poll("drop", proc.processId, { stdoutFrom: 0, stdoutFrom: 0 });
+    ch = await c.poll("drop", proc.processId, { stdoutFrom: 0, stdoutFrom: 0 });
   } while (ch.state !== "exited");
-  ch = await poll("drop", proc.processId, { stdoutFrom: 0 });
+  ch = await c.poll("drop", proc.processId, { stdoutFrom: 0 });
   assert.equal(ch.stdoutDropped, 2 * 1024 * 1024);
   assert.equal(ch.stdout.length, 1024 * 1024);
   assert.equal(ch.stdoutNext, 3 * 1024 * 1024);
 });
 
 test("waitMs returns promptly on output and on exit", async () => {
-  const proc = await spawn("wait", ["/bin/sh", "-c", "sleep 0.5; echo hi; sleep 0.5"]);
+  const proc = await c.spawn("wait", ["/bin/sh", "-c", "sleep 0.5; echo hi; sleep 0.5"]);
   let t0 = Date.now();
-  let ch = await poll("wait", proc.processId, { waitMs: 10000 });
+  let ch = await c.poll("wait", proc.processId, { waitMs: 10000 });
   let dt = Date.now() - t0;
   assert.equal(ch.stdout, "hi\n");
   assert.ok(dt >= 300 && dt < 2000, `output after ${dt} ms`);
   t0 = Date.now();
-  ch = await poll("wait", proc.processId, { stdoutFrom: ch.stdoutNext, waitMs: 10000 });
+  ch = await c.poll("wait", proc.processId, { stdoutFrom: ch.stdoutNext, waitMs: 10000 });
   dt = Date.now() - t0;
   assert.equal(ch.state, "exited");
   assert.ok(dt < 2000, `exit after ${dt} ms`);
@@ -99,13 +88,13 @@ test("waitMs returns promptly on output and on exit", async () => {
 });
 
 test("TERM to a shell's group leaves no process behind; exit code is 128+15", async () => {
-  const proc = await spawn("term", ["/bin/sh", "-c", "sleep 100 & sleep 100 & wait"]);
+  const proc = await c.spawn("term", ["/bin/sh", "-c", "sleep 100 & sleep 100 & wait"]);
   await sleep(200);
   let r = await c.data("term", "POST", `/processes/${proc.processId}/signal`, { signal: "TERM" });
   assert.equal(r.status, 204);
   let ch;
   for (let i = 0; i < 50; i++) {
-    ch = await poll("term", proc.processId, { waitMs: 200 });
+    ch = await c.poll("term", proc.processId, { waitMs: 200 });
     if (ch.state === "exited") break;
   }
   assert.equal(ch.state, "exited");
@@ -116,7 +105,7 @@ test("TERM to a shell's group leaves no process behind; exit code is 128+15", as
 });
 
 test("bad signal names get 400, unknown ids 404", async () => {
-  const proc = await spawn("bad", ["/bin/sleep", "30"]);
+  const proc = await c.spawn("bad", ["/bin/sleep", "30"]);
   const r = await c.data("bad", "POST", `/processes/${proc.processId}/signal`, { signal: "SEGV" });
   assert.equal(r.status, 400);
   assert.equal((await c.data("bad", "POST", `/processes/${proc.processId}/signal`, {})).status, 204);
@@ -132,7 +121,7 @@ test("bad signal names get 400, unknown ids 404", async () => {
 
 test("64 processes per sandbox: the 65th is refused, a kill frees a place", async () => {
   const ids = [];
-  for (let i = 0; i < 64; i++) ids.push((await spawn("cap", ["/bin/sleep", "60"])).processId);
+  for (let i = 0; i < 64; i++) ids.push((await c.spawn("cap", ["/bin/sleep", "60"])).processId);
   const r = await c.data("cap", "POST", "/processes", { command: ["/bin/sleep", "60"] });
   assert.equal(r.status, 402);
   assert.equal(r.body.error.code, "cap_reached");
@@ -140,7 +129,7 @@ test("64 processes per sandbox: the 65th is refused, a kill frees a place", asyn
   assert.equal(list.body.processes.length, 64);
   assert.equal((await c.data("cap", "DELETE", `/processes/${ids[0]}`)).status, 204);
   ids.shift();
-  ids.push((await spawn("cap", ["/bin/sleep", "60"])).processId);
+  ids.push((await c.spawn("cap", ["/bin/sleep", "60"])).processId);
   for (const id of ids) await c.data("cap", "DELETE", `/processes/${id}`);
   // Finished execs do not count.
   for (let i = 0; i < 3; i++) await c.exec("cap", ["true"]);
@@ -148,35 +137,35 @@ test("64 processes per sandbox: the 65th is refused, a kill frees a place", asyn
 });
 
 test("stdin round trip through cat", async () => {
-  const proc = await spawn("stdin", ["/bin/cat"], { stdin: true });
+  const proc = await c.spawn("stdin", ["/bin/cat"], { stdin: true });
   let r = await c.data("stdin", "POST", `/processes/${proc.processId}/stdin`, "hello ", true);
   assert.equal(r.status, 204);
   r = await c.data("stdin", "POST", `/processes/${proc.processId}/stdin?close=true`, "world\n", true);
   assert.equal(r.status, 204);
   let out = "", from = 0, ch;
   do {
-    ch = await poll("stdin", proc.processId, { stdoutFrom: from, waitMs: 2000 });
+    ch = await c.poll("stdin", proc.processId, { stdoutFrom: from, waitMs: 2000 });
     out += ch.stdout;
     from = ch.stdoutNext;
   } while (ch.state !== "exited");
   assert.equal(out, "hello world\n");
   assert.equal(ch.exitCode, 0);
-  const other = await spawn("stdin", ["/bin/cat"]);
+  const other = await c.spawn("stdin", ["/bin/cat"]);
   r = await c.data("stdin", "POST", `/processes/${other.processId}/stdin`, "x", true);
   assert.equal(r.status, 409);
   assert.equal(r.body.error.code, "invalid_state");
 });
 
 test("a process outlives a SIGKILLed daemon: listed, polled, killed after restart", async () => {
-  const proc = await spawn("survive", ["/bin/sh", "-c", "echo first; sleep 1; echo second; sleep 100"]);
-  const ch = await poll("survive", proc.processId, { waitMs: 5000 });
+  const proc = await c.spawn("survive", ["/bin/sh", "-c", "echo first; sleep 1; echo second; sleep 100"]);
+  const ch = await c.poll("survive", proc.processId, { waitMs: 5000 });
   assert.equal(ch.stdout, "first\n");
   await d.restart("SIGKILL");
   const list = await c.data("survive", "GET", "/processes");
   assert.ok(list.body.processes.some((p) => p.processId === proc.processId && p.state === "running"));
   let ch2;
   do {
-    ch2 = await poll("survive", proc.processId, { stdoutFrom: ch.stdoutNext, waitMs: 5000 });
+    ch2 = await c.poll("survive", proc.processId, { stdoutFrom: ch.stdoutNext, waitMs: 5000 });
   } while (ch2.stdout === "");
   assert.equal(ch2.stdout, "second\n");
   assert.equal((await c.data("survive", "DELETE", `/processes/${proc.processId}`)).status, 204);
@@ -185,15 +174,15 @@ test("a process outlives a SIGKILLed daemon: listed, polled, killed after restar
 
 test("a chunk never ends inside a UTF-8 sequence", async () => {
   // "é" is 2 bytes: write the first byte, wait, then the second.
-  const proc = await spawn("utf8", ["/bin/sh", "-c", "printf 'a\\303'; sleep 0.5; printf '\\251b'"]);
+  const proc = await c.spawn("utf8", ["/bin/sh", "-c", "printf 'a\\303'; sleep 0.5; printf '\\251b'"]);
   await sleep(200);
-  let ch = await poll("utf8", proc.processId, {});
+  let ch = await c.poll("utf8", proc.processId, {});
   assert.equal(ch.stdout, "a");
   assert.equal(ch.stdoutNext, 1);
-  ch = await poll("utf8", proc.processId, { stdoutFrom: 1, waitMs: 3000 });
+  ch = await c.poll("utf8", proc.processId, { stdoutFrom: 1, waitMs: 3000 });
   let out = ch.stdout, from = ch.stdoutNext;
   while (ch.state !== "exited" || ch.stdout) {
-    ch = await poll("utf8", proc.processId, { stdoutFrom: from, waitMs: 1000 });
+    ch = await c.poll("utf8", proc.processId, { stdoutFrom: from, waitMs: 1000 });
     out += ch.stdout;
     from = ch.stdoutNext;
   }

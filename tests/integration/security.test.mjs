@@ -9,7 +9,6 @@
 // the internet) runs only with SANDBOXD_TEST_INTERNET=1.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import dgram from "node:dgram";
 import { spawn, execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import {
@@ -20,6 +19,7 @@ import { tmpdir } from "node:os";
 import net from "node:net";
 import { join, dirname } from "node:path";
 import { Daemon, Client, sleep, until, BIN, HAVE_DEBIAN } from "./lib/daemon.mjs";
+import { fakeDns as resolver } from "./lib/dns.mjs";
 
 const PROBE = process.env.SANDBOXD_PROBE || join(dirname(BIN), "tests/probe");
 const DOCKER_CAPS = "00000000a80425fb";
@@ -573,26 +573,8 @@ test("dns refuses private and local resolvers", async () => {
 
 // A one-name DNS server on loopback: A 198.18.0.53 for probe.sandboxd.test,
 // NXDOMAIN for anything else; counts the queries it got.
-async function fakeDns() {
-  const sock = dgram.createSocket("udp4");
-  const seen = [];
-  sock.on("message", (q, rinfo) => {
-    let i = 12, labels = [];
-    while (i < q.length && q[i] !== 0) {
-      labels.push(q.subarray(i + 1, i + 1 + q[i]).toString());
-      i += 1 + q[i];
-    }
-    const name = labels.join(".");
-    seen.push(name);
-    const question = q.subarray(12, i + 5);
-    const hit = name === "probe.sandboxd.test" && q.readUInt16BE(i + 1) === 1;
-    const head = Buffer.from([q[0], q[1], 0x81, hit ? 0x80 : 0x83, 0, 1, 0, hit ? 1 : 0, 0, 0, 0, 0]);
-    const answer = hit ? Buffer.from([0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 198, 18, 0, 53]) : Buffer.alloc(0);
-    sock.send(Buffer.concat([head, question, answer]), rinfo.port, rinfo.address);
-  });
-  await new Promise((r) => sock.bind(0, "127.0.0.1", r));
-  return { port: sock.address().port, seen, close: () => sock.close() };
-}
+
+const fakeDns = () => resolver({ answers: (n) => n === "probe.sandboxd.test" });
 
 test("nat: the daemon forwards DNS to the host's resolvers; the sandbox reaches no resolver itself", async () => {
   const up = await fakeDns();

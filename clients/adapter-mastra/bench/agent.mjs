@@ -23,23 +23,10 @@ const { skipReason, startDaemon } = await import("../../typescript/test/harness.
 const { Agent } = await import("@mastra/core/agent");
 const { LocalFilesystem, LocalSandbox, Workspace } = await import("@mastra/core/workspace");
 const { SandboxdFilesystem, SandboxdSandbox } = await import("@sandboxd/adapter-mastra");
-const { scriptedModel } = await import("../test/helpers.mjs");
+const { T, scriptedModel } = await import("../test/helpers.mjs");
 
 const RUNS = Math.max(1, Number(process.env.BENCH_RUNS || 3));
 const IMAGE = process.env.BENCH_IMAGE || "tiny";
-
-const T = {
-  exec: "mastra_workspace_execute_command",
-  output: "mastra_workspace_get_process_output",
-  read: "mastra_workspace_read_file",
-  write: "mastra_workspace_write_file",
-  edit: "mastra_workspace_edit_file",
-  list: "mastra_workspace_list_files",
-  del: "mastra_workspace_delete",
-  stat: "mastra_workspace_file_stat",
-  mkdir: "mastra_workspace_mkdir",
-  grep: "mastra_workspace_grep",
-};
 
 const MAIN = 'i=0; s=0\nwhile [ $i -lt 200 ]; do s=$((s+i)); i=$((i+1)); done\necho "sum=$s"\n';
 const CSV = `id,value\n${Array.from({ length: 100 }, (_, i) => `${i},${i * i}`).join("\n")}\n`;

@@ -9,21 +9,7 @@ import { Agent } from "@mastra/core/agent";
 import { Workspace } from "@mastra/core/workspace";
 import { SandboxClient } from "@sandboxd/client";
 import { SandboxdFilesystem, SandboxdSandbox } from "@sandboxd/adapter-mastra";
-import { scriptedModel, skipReason, startDaemon, uniqueName } from "./helpers.mjs";
-
-const T = {
-  exec: "mastra_workspace_execute_command",
-  output: "mastra_workspace_get_process_output",
-  kill: "mastra_workspace_kill_process",
-  read: "mastra_workspace_read_file",
-  write: "mastra_workspace_write_file",
-  edit: "mastra_workspace_edit_file",
-  list: "mastra_workspace_list_files",
-  del: "mastra_workspace_delete",
-  stat: "mastra_workspace_file_stat",
-  mkdir: "mastra_workspace_mkdir",
-  grep: "mastra_workspace_grep",
-};
+import { T, scriptedModel, skipReason, startDaemon, uniqueName } from "./helpers.mjs";
 
 const pidOf = (text) => /PID: ([A-Za-z0-9-]+)/.exec(text)?.[1];
 

@@ -3,6 +3,7 @@
 // and a scripted model from the AI SDK's test kit that drives a Mastra agent
 // through tool calls, so no network model is needed.
 
+import { WORKSPACE_TOOLS } from "@mastra/core/workspace";
 import { MockLanguageModelV2 } from "ai/test";
 
 // Tests talk to loopback only: Mastra's usage telemetry (sent by its Mastra
@@ -17,6 +18,21 @@ export {
   startDaemon,
   uniqueName,
 } from "../../typescript/test/harness.mjs";
+
+/** Short names of the workspace tools a script calls (Mastra's own names). */
+export const T = {
+  exec: WORKSPACE_TOOLS.SANDBOX.EXECUTE_COMMAND,
+  output: WORKSPACE_TOOLS.SANDBOX.GET_PROCESS_OUTPUT,
+  kill: WORKSPACE_TOOLS.SANDBOX.KILL_PROCESS,
+  read: WORKSPACE_TOOLS.FILESYSTEM.READ_FILE,
+  write: WORKSPACE_TOOLS.FILESYSTEM.WRITE_FILE,
+  edit: WORKSPACE_TOOLS.FILESYSTEM.EDIT_FILE,
+  list: WORKSPACE_TOOLS.FILESYSTEM.LIST_FILES,
+  del: WORKSPACE_TOOLS.FILESYSTEM.DELETE,
+  stat: WORKSPACE_TOOLS.FILESYSTEM.FILE_STAT,
+  mkdir: WORKSPACE_TOOLS.FILESYSTEM.MKDIR,
+  grep: WORKSPACE_TOOLS.FILESYSTEM.GREP,
+};
 
 /** Polls `fn` until it is truthy, for at most `ms`. */
 export async function until(fn, ms = 20_000, what = "condition") {

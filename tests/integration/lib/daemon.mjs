@@ -2,6 +2,7 @@
 // directory (images shared, built once), mint tokens, talk to it with fetch.
 // Every answer a daemon started here gives to fetch is checked against the
 // wire contract, docs/openapi.yaml: a violation is thrown from fetch.
+import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, existsSync, readFileSync, readdirSync, rmdirSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -196,5 +197,18 @@ export class Client {
 
   async sh(name, line, extra = {}) {
     return this.exec(name, ["/bin/sh", "-c", line], extra);
+  }
+
+  async spawn(name, command, extra = {}) {
+    const r = await this.data(name, "POST", "/processes", { command, ...extra });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    return r.body;
+  }
+
+  async poll(name, id, q = {}) {
+    const qs = new URLSearchParams(Object.entries(q).map(([k, v]) => [k, String(v)]));
+    const r = await this.data(name, "GET", `/processes/${id}?${qs}`);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    return r.body;
   }
 }

@@ -5,6 +5,7 @@
  * a driver lacks is -ENOTSUP here, never a NULL call. */
 #include "runtime.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,12 @@ struct rt {
                 const struct rt_driver *ops;
                 void *state;
         } d[RT_MAX_DRIVERS];
+        /* Drivers the host cannot run, and why. */
+        size_t n_off;
+        struct {
+                const char *name;
+                char why[256];
+        } off[RT_MAX_DRIVERS];
 };
 
 static const struct rt_driver *const builtin[] = {&rt_ns_driver};
@@ -48,20 +55,46 @@ int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err)
                         rt_close(rt);
                         return sbx_error_set(err, EINVAL, "runtime driver %zu is incomplete", i);
                 }
-                if (rt_driver(rt, ops->name)) {
+                if (rt_driver(rt, ops->name) || rt_unavailable(rt, ops->name)) {
                         rt_close(rt);
                         return sbx_error_set(err, EEXIST, "runtime driver `%s` twice", ops->name);
                 }
-                int r = ops->open(cfg, &rt->d[i].state, err);
+                struct sbx_error why = {0};
+                int r = ops->open(cfg, &rt->d[rt->n].state, &why);
+                if (r == -ENOTSUP) {
+                        rt->off[rt->n_off].name = ops->name;
+                        snprintf(rt->off[rt->n_off].why, sizeof(rt->off[0].why), "%s",
+                                 why.msg[0] ? why.msg : "the host cannot run it");
+                        rt->n_off++;
+                        continue;
+                }
                 if (r < 0) {
+                        if (err)
+                                *err = why;
                         rt_close(rt);
                         return r;
                 }
-                rt->d[i].ops = ops;
-                rt->n = i + 1;
+                rt->d[rt->n].ops = ops;
+                rt->n++;
+        }
+        if (rt->n == 0) {
+                sbx_error_set(err, ENOTSUP, "no runtime driver can run here (`%s`: %s)",
+                              rt->off[0].name, rt->off[0].why);
+                rt_close(rt);
+                return -ENOTSUP;
         }
         *ret = rt;
         return 0;
+}
+
+const char *rt_unavailable(const struct rt *rt, const char *name)
+{
+        if (!rt || !name)
+                return NULL;
+        for (size_t i = 0; i < rt->n_off; i++)
+                if (strcmp(rt->off[i].name, name) == 0)
+                        return rt->off[i].why;
+        return NULL;
 }
 
 void rt_close(struct rt *rt)

@@ -76,6 +76,12 @@ struct rt_config {
         /* The drivers to open; NULL = the built-in ones (ns). */
         const struct rt_driver *const *drivers;
         size_t n_drivers;
+        /* The gvisor driver: the runsc binary (NULL = `runsc` on PATH) and
+         * its platform ("systrap", "ptrace"; NULL or "auto" = systrap). */
+        const char *runsc_path;
+        const char *gvisor_platform;
+        const char *state_dir; /* absolute: the gvisor driver keeps runsc's state
+                                  under <state_dir>/runsc */
 };
 
 enum rt_network {
@@ -208,17 +214,26 @@ struct rt_driver {
 /* The ns driver (ns-driver.c): namespaces, an overlay over the image,
  * cgroups. It reads every field of struct rt_config. */
 extern const struct rt_driver rt_ns_driver;
+/* The gvisor driver (gvisor.c): sandbox-init on gVisor's user-space
+ * kernel (runsc), one kernel per sandbox. Its open fails with -ENOTSUP,
+ * saying why, on a host that cannot run it (no runsc, a runsc too old). */
+extern const struct rt_driver rt_gvisor_driver;
 
 #define RT_MAX_DRIVERS 4
 
 /* Open the drivers: cfg->drivers (n_drivers of them), or the built-in ns
  * driver when NULL. Call once, before any thread exists. -EINVAL for a
  * driver that lacks a required operation or whose capability bits and
- * optional operations disagree. */
+ * optional operations disagree. A driver whose open fails with -ENOTSUP
+ * (the host cannot run it) is left out, its reason kept for
+ * rt_unavailable; every other failure, or no driver left, fails rt_open. */
 int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err);
 void rt_close(struct rt *rt);
 /* The opened driver of that name (NULL = the first); NULL when none. */
 const struct rt_driver *rt_driver(const struct rt *rt, const char *name);
+/* Why a driver of that name was left out ("runsc not found", ...); NULL
+ * when it was opened or never asked for. */
+const char *rt_unavailable(const struct rt *rt, const char *name);
 
 /* Start a sandbox: mounts, namespaces, cgroups, then sandbox-init as PID 1.
  * Returns once its agent accepts connections. Safe to call again on a

@@ -19,7 +19,7 @@ struct rt {
         size_t n_off;
         struct {
                 const char *name;
-                char why[256];
+                char why[sizeof(((struct sbx_error *)0)->msg)];
         } off[RT_MAX_DRIVERS];
 };
 

@@ -19,10 +19,10 @@
  * mount namespace for the workload, src/init): it drops those two in every
  * workload before exec. */
 static const char *const caps[] = {
-    "CAP_CHOWN",     "CAP_DAC_OVERRIDE", "CAP_FSETID",           "CAP_FOWNER",
-    "CAP_MKNOD",     "CAP_NET_RAW",      "CAP_SETGID",           "CAP_SETUID",
-    "CAP_SETFCAP",   "CAP_SETPCAP",      "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
-    "CAP_KILL",      "CAP_AUDIT_WRITE",  "CAP_SYS_ADMIN",
+    "CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FSETID",           "CAP_FOWNER",
+    "CAP_MKNOD",   "CAP_NET_RAW",      "CAP_SETGID",           "CAP_SETUID",
+    "CAP_SETFCAP", "CAP_SETPCAP",      "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
+    "CAP_KILL",    "CAP_AUDIT_WRITE",  "CAP_SYS_ADMIN",
 };
 
 static json_t *str_array(const char *const *v, size_t n)
@@ -40,7 +40,8 @@ static json_t *mount(const char *dst, const char *type, const char *src, const c
                          "options", str_array(opts, n));
 }
 
-#define OPTS(...) ((const char *const[]){__VA_ARGS__}), ARRAY_SIZE(((const char *const[]){__VA_ARGS__}))
+#define OPTS(...)                                                                                  \
+        ((const char *const[]){__VA_ARGS__}), ARRAY_SIZE(((const char *const[]){__VA_ARGS__}))
 
 static json_t *mounts(const struct gv_bundle *b)
 {
@@ -54,19 +55,24 @@ static json_t *mounts(const struct gv_bundle *b)
         json_array_append_new(m, mount("/proc", "proc", "proc", OPTS("nosuid", "noexec", "nodev")));
         json_array_append_new(m, mount("/dev", "tmpfs", "tmpfs",
                                        OPTS("nosuid", "strictatime", "mode=755", "size=65536k")));
-        json_array_append_new(m, mount("/dev/pts", "devpts", "devpts",
-                                       OPTS("nosuid", "noexec", "newinstance", "ptmxmode=0666",
-                                            "mode=0620")));
-        json_array_append_new(m, mount("/dev/shm", "tmpfs", "shm",
-                                       OPTS("nosuid", "noexec", "nodev", "mode=1777",
-                                            "size=65536k")));
-        json_array_append_new(m, mount("/sys", "sysfs", "sysfs",
-                                       OPTS("nosuid", "noexec", "nodev", "ro")));
-        json_array_append_new(m, mount("/tmp", "bind", tmp, OPTS("rbind", "rw", "nosuid", "nodev")));
-        json_array_append_new(m, mount(GV_INIT_PATH, "bind", b->init_path,
-                                       OPTS("bind", "ro", "nosuid", "nodev")));
+        json_array_append_new(
+            m, mount("/dev/pts", "devpts", "devpts",
+                     OPTS("nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620")));
+        json_array_append_new(m,
+                              mount("/dev/shm", "tmpfs", "shm",
+                                    OPTS("nosuid", "noexec", "nodev", "mode=1777", "size=65536k")));
+        json_array_append_new(
+            m, mount("/sys", "sysfs", "sysfs", OPTS("nosuid", "noexec", "nodev", "ro")));
+        json_array_append_new(m,
+                              mount("/tmp", "bind", tmp, OPTS("rbind", "rw", "nosuid", "nodev")));
+        json_array_append_new(
+            m, mount(GV_INIT_PATH, "bind", b->init_path, OPTS("bind", "ro", "nosuid", "nodev")));
         json_array_append_new(m, mount(GV_AGENT_DIR, "bind", agent,
                                        OPTS("rbind", "rw", "nosuid", "nodev", "noexec")));
+        char resolv[PATH_MAX];
+        if (b->resolv && path_printf(resolv, sizeof(resolv), "%s/resolv.conf", b->spec->dir) == 0)
+                json_array_append_new(m, mount("/etc/resolv.conf", "bind", resolv,
+                                               OPTS("bind", "ro", "nosuid", "nodev", "noexec")));
         return m;
 }
 
@@ -85,11 +91,10 @@ static json_t *process(const struct gv_bundle *b)
         json_t *c = str_array(caps, ARRAY_SIZE(caps));
         return json_pack("{s:b,s:{s:i,s:i},s:o,s:[],s:s,s:{s:o,s:O,s:O,s:[],s:[]},"
                          "s:[{s:s,s:I,s:I}],s:b}",
-                         "terminal", 0, "user", "uid", 0, "gid", 0, "args",
-                         str_array(argv, argc), "env", "cwd", "/", "capabilities", "bounding",
-                         c, "effective", c, "permitted", c, "inheritable", "ambient", "rlimits",
-                         "type", "RLIMIT_NOFILE", "hard", hard, "soft", soft, "noNewPrivileges",
-                         1);
+                         "terminal", 0, "user", "uid", 0, "gid", 0, "args", str_array(argv, argc),
+                         "env", "cwd", "/", "capabilities", "bounding", c, "effective", c,
+                         "permitted", c, "inheritable", "ambient", "rlimits", "type",
+                         "RLIMIT_NOFILE", "hard", hard, "soft", soft, "noNewPrivileges", 1);
 }
 
 static json_t *linux_section(const struct gv_bundle *b)
@@ -99,8 +104,8 @@ static json_t *linux_section(const struct gv_bundle *b)
         if (!ns)
                 return NULL;
         if (b->netns)
-                json_array_append_new(ns, json_pack("{s:s,s:s}", "type", "network", "path",
-                                                    b->netns));
+                json_array_append_new(ns,
+                                      json_pack("{s:s,s:s}", "type", "network", "path", b->netns));
         else
                 json_array_append_new(ns, json_pack("{s:s}", "type", "network"));
         return json_pack("{s:o}", "namespaces", ns);
@@ -124,7 +129,8 @@ int gv_bundle_write(int dirfd, const struct gv_bundle *b, struct sbx_error *err)
         int r = 0;
         if (mkdirat(dirfd, "bundle", 0700) < 0 && errno != EEXIST)
                 r = sbx_error_set(err, errno, "create bundle/ of the sandbox");
-        _cleanup_close_ int bd = r < 0 ? -1 : openat(dirfd, "bundle", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int bd =
+            r < 0 ? -1 : openat(dirfd, "bundle", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (r == 0 && bd < 0)
                 r = sbx_error_set(err, errno, "open bundle/ of the sandbox");
         _cleanup_close_ int f = -1;

@@ -45,6 +45,7 @@
 
 struct gv_rt {
         struct cg_layout cg;
+        struct ns_net_cfg net; /* the host's NAT, made by rt_open */
         char runsc[PATH_MAX];
         char platform[16];
         char state[PATH_MAX]; /* runsc --root */
@@ -64,15 +65,36 @@ struct gv_call {
         const char *const *args; /* the subcommand and its arguments */
         int log_fd;              /* its stderr; -1 = /dev/null */
         uint64_t cg_id;          /* != 0: started inside that sandbox's cgroups */
+        int netns_fd;            /* >= 0: started in that network namespace (NAT) */
         int timeout_ms;
 };
 
+/* This runsc refuses --network=sandbox when it believes it runs in the
+ * host's network namespace, which it decides by the presence of
+ * /proc/sys/net/core/rmem_default, present in every namespace of a 6.x
+ * kernel. So runsc starts inside the sandbox's namespace, in a mount
+ * namespace of its own where an empty tmpfs hides that directory; the
+ * sentry then takes the namespace's interfaces over (the spec names it).
+ * Nothing of this mount namespace reaches the host's. */
+static void enter_netns(int netns_fd)
+{
+        /* The namespace first: /proc/sys/net shows the caller's. */
+        if (setns(netns_fd, CLONE_NEWNET) < 0 || unshare(CLONE_NEWNS) < 0 ||
+            mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+            mount("tmpfs", "/proc/sys/net/core", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=4k,mode=0555") < 0)
+                _exit(125);
+}
+
 /* Between fork and exec: async-signal-safe calls only. */
-static _Noreturn void call_child(const char *path, char *const *argv, int sync_fd, int log_fd)
+static _Noreturn void call_child(const char *path, char *const *argv, int sync_fd, int log_fd,
+                                 int netns_fd)
 {
         char go;
         if (sync_fd >= 0 && read(sync_fd, &go, 1) != 1)
                 _exit(126);
+        if (netns_fd >= 0)
+                enter_netns(netns_fd);
         int null = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 ||
             dup2(log_fd >= 0 ? log_fd : null, 2) < 0)
@@ -130,9 +152,14 @@ static int gv_call(const struct gv_rt *g, const struct gv_call *c, struct sbx_er
         char root[PATH_MAX + 8], platform[32];
         snprintf(root, sizeof(root), "--root=%s", g->state);
         snprintf(platform, sizeof(platform), "--platform=%s", g->platform);
-        const char *argv[GV_MAX_ARGS] = {g->runsc, root, platform, "--host-uds=create",
-                                         "--network=none", "--overlay2=none",
-                                         "--file-access=shared", "--ignore-cgroups"};
+        const char *argv[GV_MAX_ARGS] = {g->runsc,
+                                         root,
+                                         platform,
+                                         "--host-uds=create",
+                                         c->netns_fd >= 0 ? "--network=sandbox" : "--network=none",
+                                         "--overlay2=none",
+                                         "--file-access=shared",
+                                         "--ignore-cgroups"};
         size_t n = 8;
         for (size_t i = 0; c->args[i]; i++) {
                 if (n + 1 >= GV_MAX_ARGS)
@@ -151,7 +178,7 @@ static int gv_call(const struct gv_rt *g, const struct gv_call *c, struct sbx_er
                 return sbx_error_set(err, e, "fork runsc");
         }
         if (pid == 0)
-                call_child(g->runsc, (char *const *)argv, sync[0], c->log_fd);
+                call_child(g->runsc, (char *const *)argv, sync[0], c->log_fd, c->netns_fd);
         close_fd(&sync[0]);
         int r = 0;
         if (c->cg_id) {
@@ -184,12 +211,11 @@ static int find_runsc(const char *want, char out[PATH_MAX], struct sbx_error *er
 {
         if (want && *want) {
                 if (path_printf(out, PATH_MAX, "%s", want) < 0 || access(out, X_OK) < 0)
-                        return sbx_error_set(err, ENOTSUP, "runsc `%s` is not an executable",
-                                             want);
+                        return sbx_error_set(err, ENOTSUP, "runsc `%s` is not an executable", want);
                 return 0;
         }
         static const char *const dirs[] = {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
-                                           "/usr/bin", "/sbin", "/bin"};
+                                           "/usr/bin",        "/sbin",          "/bin"};
         for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
                 if (path_printf(out, PATH_MAX, "%s/runsc", dirs[i]) == 0 && access(out, X_OK) == 0)
                         return 0;
@@ -252,6 +278,8 @@ static int gv_open(const struct rt_config *cfg, void **ret, struct sbx_error *er
                 return r;
         if ((r = cg_detect(&g->cg, cfg->cgroup_root, err)) < 0)
                 return r;
+        if (cfg->net)
+                g->net = *cfg->net;
         snprintf(g->platform, sizeof(g->platform), "%s", platform);
         snprintf(g->instance, sizeof(g->instance), "%s", cfg->instance);
         if (realpath(cfg->init_path, g->init) == NULL)
@@ -276,8 +304,9 @@ static int spec_check(const struct rt_spec *spec, struct sbx_error *err)
         if (!spec || !spec->dir || spec->dir[0] != '/' || !spec->rootfs || spec->rootfs[0] != '/' ||
             strstr(spec->dir, "/../") || strlen(spec->dir) >= PATH_MAX - 64)
                 return sbx_error_set(err, EINVAL, "gvisor: bad sandbox spec");
-        if (spec->limits.network != RT_NET_NONE)
-                return sbx_error_set(err, ENOTSUP, "the gvisor class has no NAT network here");
+        if (spec->limits.network != RT_NET_NONE && spec->limits.network != RT_NET_NAT)
+                return sbx_error_set(err, EINVAL, "gvisor: unknown network %u",
+                                     spec->limits.network);
         return 0;
 }
 
@@ -295,7 +324,8 @@ static void forget(const struct gv_rt *g, const struct rt_spec *spec)
         char cid[40];
         container_id(g, spec->id, cid);
         const char *const args[] = {"delete", "--force", cid, NULL};
-        struct gv_call c = {.args = args, .log_fd = -1, .timeout_ms = GV_CALL_TIMEOUT_MS};
+        struct gv_call c = {
+            .args = args, .log_fd = -1, .netns_fd = -1, .timeout_ms = GV_CALL_TIMEOUT_MS};
         gv_call(g, &c, NULL);
 }
 
@@ -306,8 +336,7 @@ static int wait_agent(const struct rt_spec *spec, struct sbx_error *err)
                 return sbx_error_set(err, ENAMETOOLONG, "sandbox dir");
         _cleanup_close_ int fd = -1;
         int r = -ECONNREFUSED;
-        for (int64_t deadline = mono_ms() + GV_DIAL_TIMEOUT_MS; mono_ms() < deadline;
-             sleep_ms(5)) {
+        for (int64_t deadline = mono_ms() + GV_DIAL_TIMEOUT_MS; mono_ms() < deadline; sleep_ms(5)) {
                 close_fd(&fd);
                 if ((r = unix_connect_in(dir, GV_AGENT_SOCK, 1000, &fd, NULL)) == 0)
                         return 0;
@@ -326,13 +355,23 @@ static int read_pid(int dirfd, pid_t *ret)
 
 static int boot(struct gv_rt *g, const struct rt_spec *spec, int dirfd, struct sbx_error *err)
 {
-        char cid[40], bundle[PATH_MAX], pidfile[PATH_MAX];
+        char cid[40], bundle[PATH_MAX], pidfile[PATH_MAX], netns[PATH_MAX];
         container_id(g, spec->id, cid);
         if (path_printf(bundle, sizeof(bundle), "%s/bundle", spec->dir) < 0 ||
-            path_printf(pidfile, sizeof(pidfile), "%s/sandbox.pid", spec->dir) < 0)
+            path_printf(pidfile, sizeof(pidfile), "%s/sandbox.pid", spec->dir) < 0 ||
+            path_printf(netns, sizeof(netns), "%s/netns", spec->dir) < 0)
                 return sbx_error_set(err, ENAMETOOLONG, "sandbox dir");
         struct gv_bundle b = {.spec = spec, .init_path = g->init};
-        int r = gv_bundle_write(dirfd, &b, err);
+        _cleanup_close_ int nsfd = -1;
+        int r;
+        if (spec->limits.network == RT_NET_NAT) {
+                if ((r = gv_net_up(&g->net, dirfd, spec, &b.resolv, err)) < 0)
+                        return r;
+                b.netns = netns;
+                if ((nsfd = openat(dirfd, "netns", O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+                        return sbx_error_set(err, errno, "open the sandbox's netns");
+        }
+        r = gv_bundle_write(dirfd, &b, err);
         if (r < 0)
                 return r;
         _cleanup_close_ int log =
@@ -342,11 +381,12 @@ static int boot(struct gv_rt *g, const struct rt_spec *spec, int dirfd, struct s
         /* A previous run's record (a daemon killed mid-start) would make
          * the id taken. */
         forget(g, spec);
-        const char *const args[] = {"run", "--bundle", bundle, "--pid-file", pidfile, "-detach",
-                                    cid, NULL};
+        const char *const args[] = {"run",   "--bundle", bundle, "--pid-file",
+                                    pidfile, "-detach",  cid,    NULL};
         struct gv_call c = {.args = args,
                             .log_fd = log,
                             .cg_id = spec->id,
+                            .netns_fd = nsfd,
                             .timeout_ms = GV_START_TIMEOUT_MS};
         if ((r = gv_call(g, &c, err)) < 0)
                 return r;
@@ -373,7 +413,8 @@ static int gv_start(void *state, const struct rt_spec *spec, pid_t *ret_pid, str
                 return r;
         if (mkdirat(dirfd, "agent", 0700) < 0 && errno != EEXIST)
                 return sbx_error_set(err, errno, "create agent/ of the sandbox");
-        _cleanup_close_ int agent = openat(dirfd, "agent", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int agent =
+            openat(dirfd, "agent", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (agent < 0)
                 return sbx_error_set(err, errno, "open agent/ of the sandbox");
         /* A socket file left by an earlier run blocks runsc's bind. */
@@ -399,6 +440,7 @@ static int gv_stop(void *state, const struct rt_spec *spec, struct sbx_error *er
         _cleanup_close_ int dirfd = open(spec->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dirfd < 0)
                 return errno == ENOENT ? 0 : sbx_error_set(err, errno, "open `%s`", spec->dir);
+        gv_net_down(dirfd);
         return gv_host_unmount(dirfd, err);
 }
 
@@ -461,7 +503,7 @@ static int gv_root(void *state, const struct rt_spec *spec, int *ret_fd, struct 
 
 const struct rt_driver rt_gvisor_driver = {
     .name = "gvisor",
-    .caps = RT_CAP_DISK_LIMIT,
+    .caps = RT_CAP_NAT | RT_CAP_DISK_LIMIT,
     .open = gv_open,
     .close = gv_close,
     .start = gv_start,

@@ -40,6 +40,7 @@ struct gv_bundle {
         const struct rt_spec *spec;
         const char *init_path; /* host path of sandbox-init */
         const char *netns;     /* host path of the sandbox's netns, NULL = none */
+        bool resolv;           /* bind <dir>/resolv.conf at /etc/resolv.conf */
 };
 
 /* Write <dir>/bundle/config.json for a start. */
@@ -50,6 +51,15 @@ int gv_bundle_write(int dirfd, const struct gv_bundle *b, struct sbx_error *err)
 int gv_host_mount(int dirfd, const struct rt_spec *spec, struct sbx_error *err);
 /* Unmount them (root/tmp, root, disk); what is not mounted is fine. */
 int gv_host_unmount(int dirfd, struct sbx_error *err);
+/* NAT (gvisor-net.c): a network namespace pinned on <dir>/netns with the
+ * sandbox's end of a veth pair (net.c) configured in it, and
+ * <dir>/resolv.conf with cfg's nameservers (*ret_resolv: the image has a
+ * plain /etc/resolv.conf to bind it on). After gv_host_mount. */
+int gv_net_up(const struct ns_net_cfg *cfg, int dirfd, const struct rt_spec *spec, bool *ret_resolv,
+              struct sbx_error *err);
+/* Unpin it: the namespace and its veth go with the sandbox's last user. */
+void gv_net_down(int dirfd);
+
 /* An O_PATH fd of <dir>/root while it is the mounted overlay; -ESTALE
  * when the sandbox's files are not mounted (it does not run). */
 int gv_host_root(int dirfd, int *ret_fd, struct sbx_error *err);

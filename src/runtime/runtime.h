@@ -24,6 +24,7 @@
 #include "../common/util.h"
 
 struct rt;
+struct ns_net_cfg;
 
 /* ---- the instance's host-wide ranges (runtime/claim.c) ----
  * A daemon instance is named by <state>/instance-id (16 hex digits); its
@@ -82,6 +83,10 @@ struct rt_config {
         const char *gvisor_platform;
         const char *state_dir; /* absolute: the gvisor driver keeps runsc's state
                                   under <state_dir>/runsc */
+        /* Set by rt_open for the drivers' open, whatever the caller put
+         * there: the host's side of NAT (net.h), made once for every
+         * driver, never NULL then. */
+        const struct ns_net_cfg *net;
 };
 
 enum rt_network {

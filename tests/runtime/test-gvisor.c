@@ -51,17 +51,16 @@ static void box_init(struct box *b, uint64_t id, const char *rootfs, const char 
         snprintf(b->dir, sizeof(b->dir), "%s/sb-%" PRIu64, tmpdir, id);
         mkdir(b->dir, 0700);
         snprintf(b->agent_dir, sizeof(b->agent_dir), "%s/agent", b->dir);
-        b->spec = (struct rt_spec){.driver = "gvisor",
-                                   .id = id,
-                                   .dir = b->dir,
-                                   .rootfs = rootfs,
-                                   .hostname = name,
-                                   .uid_base = 400000,
-                                   .uid_count = 65536,
-                                   .limits = {.memory_bytes = 512u << 20,
-                                              .pids = 256,
-                                              .tmp_bytes = 8u << 20,
-                                              .nofile = 1024}};
+        b->spec = (struct rt_spec){
+            .driver = "gvisor",
+            .id = id,
+            .dir = b->dir,
+            .rootfs = rootfs,
+            .hostname = name,
+            .uid_base = 400000,
+            .uid_count = 65536,
+            .limits = {
+                .memory_bytes = 512u << 20, .pids = 256, .tmp_bytes = 8u << 20, .nofile = 1024}};
         b->peer = agent_peer_dir(b->agent_dir);
 }
 
@@ -92,8 +91,8 @@ static void check_kernel(struct box *b)
         char out[256];
         int c = run(b, CMD("uname", "-r"), out, sizeof(out));
         out[strcspn(out, "\n")] = '\0';
-        CHECK(c == 0 && *out && strcmp(out, u.release), "uname -r inside (%s) is not the host's (%s)",
-              out, u.release);
+        CHECK(c == 0 && *out && strcmp(out, u.release),
+              "uname -r inside (%s) is not the host's (%s)", out, u.release);
         char hv[256];
         c = run(b, CMD("cat", "/proc/version"), hv, sizeof(hv));
         CHECK(c == 0 && !strstr(hv, u.version), "/proc/version inside is not the host's");
@@ -140,13 +139,14 @@ static void check_guard(struct box *b)
 {
         char out[512];
         int c = run(b, CMD("cat", "/proc/1/comm"), out, sizeof(out));
-        CHECK(c == 0 && strncmp(out, "sandbox-init", 12), "pid 1 the workload sees is not sandbox-init (%s)",
-              out);
+        CHECK(c == 0 && strncmp(out, "sandbox-init", 12),
+              "pid 1 the workload sees is not sandbox-init (%s)", out);
         c = run(b, CMD("sh", "-c", "ls -A /.sbx/agent"), out, sizeof(out));
         CHECK(c == 0 && out[0] == '\0', "the agent's socket directory is empty inside (%s)", out);
         c = run(b, CMD("sh", "-c", "kill -9 1; sleep 0.2; echo after"), out, sizeof(out));
         struct sbx_error err = {0};
-        CHECK(agent_ping(&b->peer, 2000, &err) == 0, "after kill -9 1 the agent answers %s", err.msg);
+        CHECK(agent_ping(&b->peer, 2000, &err) == 0, "after kill -9 1 the agent answers %s",
+              err.msg);
         c = run(b, CMD("echo", "alive"), out, sizeof(out));
         CHECK(c == 0 && !strcmp(out, "alive\n"), "and the next exec works");
 }
@@ -186,6 +186,34 @@ static void test_lifecycle(struct rt *rt, const char *rootfs)
         CHECK(access(b.dir, F_OK) < 0, "sandbox dir removed");
 }
 
+/* NAT: a veth in a netns of its own that the sentry runs its own network
+ * stack on; the address and route are the ns class's. */
+static void test_nat(struct rt *rt, const char *rootfs)
+{
+        struct box b;
+        struct sbx_error err = {0};
+        box_init(&b, 2, rootfs, "gv-nat");
+        b.spec.limits.network = RT_NET_NAT;
+        b.spec.uid_base = 400000 + 3 * 65536; /* the hint: /30 number 3... of the range */
+        pid_t pid = 0;
+        int r = rt_start(rt, &b.spec, &pid, &err);
+        CHECK(r == 0, "rt_start with NAT %s", err.msg);
+        if (r < 0)
+                return;
+        char out[1024];
+        int c = run(&b, CMD("ip", "-4", "addr"), out, sizeof(out));
+        CHECK(c == 0 && strstr(out, "10.251.77."), "the sandbox's stack has the veth's address");
+        c = run(&b, CMD("ip", "-4", "route"), out, sizeof(out));
+        CHECK(c == 0 && strstr(out, "default via 10.251.77."), "and its default route (%s)", out);
+        c = run(&b, CMD("cat", "/etc/resolv.conf"), out, sizeof(out));
+        CHECK(c == 0 && strstr(out, "nameserver 10.251.77.1"), "and the daemon's resolver (%s)",
+              out);
+        char p[400];
+        snprintf(p, sizeof(p), "%s/netns", b.dir);
+        CHECK(rt_destroy(rt, &b.spec, &err) == 0, "rt_destroy %s", err.msg);
+        CHECK(access(p, F_OK) < 0, "the netns pin is gone");
+}
+
 int main(int argc, char **argv)
 {
         const char *init = argc > 1 ? argv[1] : getenv("SANDBOX_INIT");
@@ -215,7 +243,9 @@ int main(int argc, char **argv)
                                 .instance = "00000000feedf00d",
                                 .drivers = gv,
                                 .n_drivers = 1,
-                                .state_dir = state};
+                                .state_dir = state,
+                                .net_range = "10.251.77.0/24",
+                                .dns_port = -1};
         struct rt *rt = NULL;
         r = rt_open(&cfg, &rt, &err);
         if (r == -ENOTSUP) {
@@ -226,8 +256,10 @@ int main(int argc, char **argv)
         CHECK(r == 0, "rt_open %s", err.msg);
         if (r == 0) {
                 struct rt_spec s = {.driver = "gvisor"};
-                CHECK(rt_caps(rt, &s) == RT_CAP_DISK_LIMIT, "gvisor: disk limit, root on the host");
+                CHECK(rt_caps(rt, &s) == (RT_CAP_NAT | RT_CAP_DISK_LIMIT),
+                      "gvisor: NAT, disk limit");
                 test_lifecycle(rt, rootfs);
+                test_nat(rt, rootfs);
                 rt_close(rt);
         }
         static const char *const h[] = {"unified", "memory", "pids", "cpu", "freezer", ""};

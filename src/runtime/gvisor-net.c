@@ -74,30 +74,29 @@ static int resolv_write(int dirfd, const char *text, bool *ret_bind, struct sbx_
         *ret_bind = false;
         _cleanup_close_ int d = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         int f = d < 0 ? -1
-                      : openat(d, "resolv.conf", O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW |
-                                                     O_CLOEXEC,
-                               0644);
+                      : openat(d, "resolv.conf",
+                               O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (f < 0)
                 return sbx_error_set(err, errno, "create resolv.conf of the sandbox");
         int r = write_all(f, text, strlen(text));
         close(f);
         if (r < 0)
                 return sbx_error_set(err, -r, "write resolv.conf of the sandbox");
-        _cleanup_close_ int etc = openat(dirfd, "root/etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-                                                                O_CLOEXEC);
+        _cleanup_close_ int etc =
+            openat(dirfd, "root/etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (etc < 0)
                 return 0;
         f = openat(etc, "resolv.conf", O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (f >= 0)
                 close(f);
         struct stat st;
-        *ret_bind = fstatat(etc, "resolv.conf", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                    S_ISREG(st.st_mode);
+        *ret_bind =
+            fstatat(etc, "resolv.conf", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
         return 0;
 }
 
-int gv_net_up(const struct ns_net_cfg *cfg, int dirfd, const struct rt_spec *spec,
-              bool *ret_resolv, struct sbx_error *err)
+int gv_net_up(const struct ns_net_cfg *cfg, int dirfd, const struct rt_spec *spec, bool *ret_resolv,
+              struct sbx_error *err)
 {
         *ret_resolv = false;
         if (!cfg || !cfg->enabled)

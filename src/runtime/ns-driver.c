@@ -264,7 +264,7 @@ static int ns_set_hostname(void *state, const struct rt_spec *spec, pid_t init_p
 
 const struct rt_driver rt_ns_driver = {
     .name = "ns",
-    .caps = RT_CAP_NAT | RT_CAP_DISK_LIMIT | RT_CAP_HOSTNAME | RT_CAP_AGENT_ROOT,
+    .caps = RT_CAP_NAT | RT_CAP_DISK_LIMIT | RT_CAP_HOSTNAME | RT_CAP_AGENT_ROOT | RT_CAP_ID_SHIFT,
     .open = ns_open,
     .close = ns_close,
     .start = ns_start,

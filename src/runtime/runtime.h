@@ -145,6 +145,10 @@ enum {
         RT_CAP_AGENT_ROOT = 1u << 3, /* sandbox-init hands over an O_PATH fd of its
                                         "/" (AGENT_REQ_ROOT) on a dialled socket */
         RT_CAP_CHECKPOINT = 1u << 4, /* checkpoint and restore */
+        RT_CAP_ID_SHIFT = 1u << 5,   /* the sandbox's ids are shifted: its root is host
+                                        uid_base, and its files are owned by uid_base + id.
+                                        Without it they are owned by the ids the sandbox
+                                        uses (root is 0): its kernel is not the host's */
 };
 
 /* checkpoint flags */

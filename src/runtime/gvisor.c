@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../agent/client.h"
 #include "../common/fdpass.h"
 #include "../common/tool.h"
 #include "cgroup.h"
@@ -501,9 +502,24 @@ static int gv_root(void *state, const struct rt_spec *spec, int *ret_fd, struct 
         return gv_host_root(dirfd, ret_fd, err);
 }
 
+/* The host cannot enter the sentry's UTS namespace: sandbox-init renames
+ * it (AGENT_REQ_HOSTNAME). */
+static int gv_set_hostname(void *state, const struct rt_spec *spec, pid_t init_pid,
+                           const char *name, struct sbx_error *err)
+{
+        (void)state;
+        (void)init_pid;
+        char dir[PATH_MAX], host[65];
+        if (path_printf(dir, sizeof(dir), "%s/agent", spec->dir) < 0)
+                return sbx_error_set(err, ENAMETOOLONG, "sandbox dir");
+        snprintf(host, sizeof(host), "%s", name);
+        struct agent_peer peer = agent_peer_dir(dir);
+        return agent_set_hostname(&peer, host, err);
+}
+
 const struct rt_driver rt_gvisor_driver = {
     .name = "gvisor",
-    .caps = RT_CAP_NAT | RT_CAP_DISK_LIMIT,
+    .caps = RT_CAP_NAT | RT_CAP_DISK_LIMIT | RT_CAP_HOSTNAME,
     .open = gv_open,
     .close = gv_close,
     .start = gv_start,
@@ -514,5 +530,6 @@ const struct rt_driver rt_gvisor_driver = {
     .is_alive = gv_is_alive,
     .any_alive = gv_any_alive,
     .dial = gv_dial,
+    .set_hostname = gv_set_hostname,
     .root = gv_root,
 };

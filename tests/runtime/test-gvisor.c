@@ -22,6 +22,7 @@
 #include "../../src/runtime/runtime.h"
 
 static int failures;
+static struct rt *rt_of_test;
 static char tmpdir[256], images[300], cgroot[64], state[300];
 
 #define CHECK(cond, ...)                                                                           \
@@ -98,6 +99,12 @@ static void check_kernel(struct box *b)
         CHECK(c == 0 && !strstr(hv, u.version), "/proc/version inside is not the host's");
         c = run(b, CMD("hostname"), out, sizeof(out));
         CHECK(c == 0 && !strncmp(out, "gv-box", 6), "hostname inside is the sandbox's (%s)", out);
+        struct sbx_error err = {0};
+        int r = rt_set_hostname(rt_of_test, &b->spec, 0, "renamed-box", &err);
+        c = run(b, CMD("hostname"), out, sizeof(out));
+        CHECK(r == 0 && c == 0 && !strcmp(out, "renamed-box\n"), "renamed (%s) %s", out, err.msg);
+        c = run(b, CMD("sh", "-c", "hostname evil"), out, sizeof(out));
+        CHECK(c != 0, "the workload cannot rename it itself");
 }
 
 static void check_files(struct rt *rt, struct box *b)
@@ -254,6 +261,7 @@ int main(int argc, char **argv)
                 return 77;
         }
         CHECK(r == 0, "rt_open %s", err.msg);
+        rt_of_test = rt;
         if (r == 0) {
                 struct rt_spec s = {.driver = "gvisor"};
                 CHECK(rt_caps(rt, &s) == (RT_CAP_NAT | RT_CAP_DISK_LIMIT),

@@ -28,6 +28,28 @@ if [ ${#missing[@]} -gt 0 ]; then
         apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The gvisor class needs runsc from bookworm-backports: bookworm's own
+# (2022) is too old for current kernels. The suite comes from the archive
+# the host already uses; only runsc is pinned to it.
+runsc_ok() { command -v runsc >/dev/null 2>&1 && runsc --version 2>/dev/null | grep -Eq '20(2[3-9]|[3-9][0-9])[0-9]{4}'; }
+. /etc/os-release 2>/dev/null || true
+if ! runsc_ok && [ "${VERSION_CODENAME:-}" = bookworm ] && [ -z "${SANDBOXD_NO_GVISOR:-}" ]; then
+        archive=$(grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null \
+                  | grep -v security | head -1 | tr -d ' ' || true)
+        archive=${archive:-http://deb.debian.org/debian}
+        if [ ! -f /etc/apt/sources.list.d/sandboxd-backports.sources ]; then
+                printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+                        "${archive%/}" >/etc/apt/sources.list.d/sandboxd-backports.sources
+        fi
+        printf 'Package: runsc\nPin: release n=bookworm-backports\nPin-Priority: 990\n' \
+                >/etc/apt/preferences.d/sandboxd-runsc
+        echo "setup: installing runsc from bookworm-backports (the gvisor class)"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq -t bookworm-backports runsc >/dev/null
+fi
+runsc_ok || echo "setup: no usable runsc: the gvisor class is unavailable (the ns class works)"
+
 if [ ! -f build/build.ninja ]; then
         meson setup build --prefix=/usr/local >/dev/null
 fi

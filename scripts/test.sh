@@ -55,7 +55,7 @@ for target in jwt agent path init exec config; do
         rm -f "$flog"
 done
 
-echo "== integration tests (daemon built with ASan+UBSan)"
+echo "== integration tests: npm dependencies and the SDK build"
 # npm dependencies: the SDK's (its build, the check of its wire types) and
 # the tests' (the contract validator, tests/contract), installed when
 # node_modules is missing or lacks something package.json asks for.
@@ -70,16 +70,32 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 mapfile -t files < <(ls tests/integration/*.test.mjs clients/typescript/test/*.test.mjs \
         clients/adapter-*/test/*.test.mjs 2>/dev/null)
-log=$(mktemp)
+# Every sandbox, process, file, lifecycle, tenancy and security test runs
+# once per sandbox class; the contract and the adapters' tests do not
+# depend on the class and run once.
+mapfile -t class_files < <(ls tests/integration/*.test.mjs clients/typescript/test/*.test.mjs 2>/dev/null \
+        | grep -vE '/(contract|contract-types|doc-examples)\.test\.mjs$')
 # Each file starts its own daemons with their own state, ranges and tables:
 # two run at once.
-node --test --test-concurrency=2 --test-reporter=tap "${files[@]}" 2>&1 | tee "$log" | grep -E "^ *(not ok|ok) |^# (tests|pass|fail|skipped|duration_ms)"
-ipass=$(awk '/^# pass / {print $3}' "$log" | tail -1)
-ifail=$(awk '/^# fail / {print $3}' "$log" | tail -1)
-grep -q "not ok" "$log" && grep -A30 "not ok" "$log" | grep -vE "^ +at |node:internal" | head -200
-count "${ipass:-0}" "${ifail:-1}"
-rm -f "$log"
-
+run_suite() {
+        local label=$1; shift
+        echo "== integration tests, class $label (daemon built with ASan+UBSan)"
+        local log; log=$(mktemp)
+        SANDBOXD_TEST_CLASS=$label node --test --test-concurrency=2 --test-reporter=tap "$@" 2>&1 | tee "$log" \
+                | grep -E "^ *(not ok|ok) |^# (tests|pass|fail|skipped|duration_ms)"
+        local ipass ifail
+        ipass=$(awk '/^# pass / {print $3}' "$log" | tail -1)
+        ifail=$(awk '/^# fail / {print $3}' "$log" | tail -1)
+        grep -q "not ok" "$log" && grep -A30 "not ok" "$log" | grep -vE "^ +at |node:internal" | head -200
+        count "${ipass:-0}" "${ifail:-1}"
+        rm -f "$log"
+}
+run_suite ns "${files[@]}"
+if runsc --version 2>/dev/null | grep -Eq '20(2[3-9]|[3-9][0-9])[0-9]{4}'; then
+        run_suite gvisor "${class_files[@]}"
+else
+        echo "== integration tests, class gvisor: skipped (no usable runsc)"
+fi
 echo
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -517,6 +517,22 @@ int agent_ping(const struct agent_peer *peer, int timeout_ms, struct sbx_error *
         return r < 0 ? r : 0;
 }
 
+int agent_set_hostname(const struct agent_peer *peer, const char *name, struct sbx_error *err)
+{
+        struct agent_msg m;
+        _cleanup_free_ uint8_t *payload = NULL;
+        uint32_t len;
+
+        agent_msg_init(&m, AGENT_REQ_HOSTNAME);
+        int r = agent_put_str(&m, AGENT_T_HOSTNAME, name);
+        if (r == 0)
+                r = call_peer(peer, &m, AGENT_CALL_TIMEOUT_MS, &payload, &len, err);
+        else
+                sbx_error_set(err, -r, "hostname");
+        agent_msg_free(&m);
+        return r < 0 ? r : 0;
+}
+
 static int64_t exec_wait(int64_t timeout_ms)
 {
         if (timeout_ms <= 0)

@@ -144,6 +144,8 @@ int agent_list(const struct agent_peer *peer, struct agent_proc_list *ret, struc
 int agent_signal(const struct agent_peer *peer, const char *proc_id, int sig,
                  struct sbx_error *err);
 int agent_kill(const struct agent_peer *peer, const char *proc_id, struct sbx_error *err);
+/* Set the sandbox's hostname through PID 1 (AGENT_REQ_HOSTNAME). */
+int agent_set_hostname(const struct agent_peer *peer, const char *name, struct sbx_error *err);
 /* An O_PATH fd of the sandbox's "/" (from sandbox-init, over SCM_RIGHTS). */
 int agent_root(const struct agent_peer *peer, int *ret_fd, struct sbx_error *err);
 /* Answers once all of data is in the process's stdin pipe; close: close it

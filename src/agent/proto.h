@@ -71,6 +71,9 @@ enum agent_msg_type {
         AGENT_REQ_ROOT = 9,   /* {} -> OK {} carrying, as SCM_RIGHTS, an O_PATH fd of the
                                * sandbox's "/" (the daemon's native file endpoints
                                * resolve paths beneath it) */
+        AGENT_REQ_HOSTNAME = 10, /* {HOSTNAME} -> OK {} ; sets the sandbox's hostname, for a
+                                  * runtime whose UTS namespace the host cannot enter
+                                  * (gVisor's): a pooled sandbox gets its name */
 
         /* responses, agent -> daemon */
         AGENT_RESP_OK = 0x100,
@@ -91,6 +94,7 @@ enum agent_tag {
         AGENT_T_SIGNAL = 11,     /* u64, a signal number */
         AGENT_T_DATA = 12,       /* bytes */
         AGENT_T_CLOSE = 13,      /* bool */
+        AGENT_T_HOSTNAME = 14,   /* string, 1..64 bytes of [A-Za-z0-9.-] */
 
         AGENT_T_EXIT_CODE = 20,      /* u64 holding an int32 (code, or 128+signal) */
         AGENT_T_STDOUT = 21,         /* bytes */

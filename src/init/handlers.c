@@ -446,12 +446,31 @@ static void handle_root(struct init_ctx *ctx, struct conn *c)
                 conn_reply_err(ctx, c, AGENT_E_STATE, "root: answers pending on this connection");
 }
 
+/* The runtime names the sandbox through PID 1 where the host cannot enter
+ * its UTS namespace; sethostname needs CAP_SYS_ADMIN, which only such a
+ * runtime gives sandbox-init (and no workload). */
+static void handle_hostname(struct init_ctx *ctx, struct conn *c, struct req *rq)
+{
+        const char *h = rq->hostname;
+        size_t n = h ? strlen(h) : 0;
+        if (n == 0 || n > 64 ||
+            strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") != n) {
+                conn_reply_err(ctx, c, AGENT_E_INVALID, "hostname: 1 to 64 of [A-Za-z0-9.-]");
+                return;
+        }
+        if (sethostname(h, n) < 0) {
+                conn_reply_err(ctx, c, AGENT_E_INTERNAL, "sethostname: %s", strerror(errno));
+                return;
+        }
+        conn_reply(ctx, c, NULL);
+}
+
 void handle_request(struct init_ctx *ctx, struct conn *c, uint16_t type, const uint8_t *payload,
                     uint32_t len)
 {
         struct req rq = {0};
 
-        if (type < AGENT_REQ_PING || type > AGENT_REQ_ROOT) {
+        if (type < AGENT_REQ_PING || type > AGENT_REQ_HOSTNAME) {
                 conn_protocol_error(ctx, c, "unknown request type");
                 return;
         }
@@ -474,6 +493,8 @@ void handle_request(struct init_ctx *ctx, struct conn *c, uint16_t type, const u
                 handle_kill(ctx, c, &rq);
         else if (type == AGENT_REQ_ROOT)
                 handle_root(ctx, c);
+        else if (type == AGENT_REQ_HOSTNAME)
+                handle_hostname(ctx, c, &rq);
         else
                 handle_stdin(ctx, c, &rq);
         req_free(&rq);

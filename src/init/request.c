@@ -24,6 +24,7 @@ void req_free(struct req *rq)
         free(rq->env);
         free(rq->cwd);
         free(rq->proc_id);
+        free(rq->hostname);
 }
 
 int req_invalid(struct req *rq, const char *fmt, ...)
@@ -106,6 +107,10 @@ static int req_field(struct req *rq, const struct agent_field *f)
                 return 0;
         case AGENT_T_CLOSE:
                 return agent_field_bool(f, &rq->close);
+        case AGENT_T_HOSTNAME:
+                free(rq->hostname);
+                rq->hostname = NULL;
+                return req_str(rq, f, "hostname", &rq->hostname);
         default:
                 return 0; /* unknown tags are skipped */
         }

@@ -29,6 +29,7 @@ struct req {
         const uint8_t *data; /* into the request payload */
         uint32_t data_len;
         bool close;
+        char *hostname;
         char msg[256]; /* why a value is invalid */
 };
 

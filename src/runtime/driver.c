@@ -2,8 +2,15 @@
 /* The rt_* calls: each picks the spec's driver and calls through its table
  * of operations (runtime.h). The drivers are opened once, in rt_open, and
  * never change afterwards, so lookups need no lock. An optional operation
- * a driver lacks is -ENOTSUP here, never a NULL call. */
+ * a driver lacks is -ENOTSUP here, never a NULL call.
+ *
+ * What every driver shares is made here once: the host's side of NAT (the
+ * instance's nftables table, forwarding, the DNS forwarder), which every
+ * driver's NAT sandboxes use the same way (net.h). */
 #include "runtime.h"
+
+#include "dns.h"
+#include "net.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,11 +22,13 @@ struct rt {
                 const struct rt_driver *ops;
                 void *state;
         } d[RT_MAX_DRIVERS];
+        struct ns_net_cfg net;
+        struct dns_forwarder *dns;
         /* Drivers the host cannot run, and why. */
         size_t n_off;
         struct {
                 const char *name;
-                char why[256];
+                char why[sizeof(((struct sbx_error *)0)->msg)];
         } off[RT_MAX_DRIVERS];
 };
 
@@ -37,18 +46,65 @@ static bool driver_is_valid(const struct rt_driver *d)
                checkpoint == !!d->restore;
 }
 
+/* NAT: the sandboxes' resolv.conf, the forwarder's sockets (so its port is
+ * known), then the instance's nftables table. Before any thread: this runs
+ * nft. A forwarder port in use is an error: another sandboxd's forwarder
+ * would not serve this instance's sandboxes. An nftables table once
+ * installed stays on failure (the next start replaces it). */
+static int open_network(const struct rt_config *cfg, struct ns_net_cfg *net,
+                        struct dns_forwarder **ret_dns, struct sbx_error *err)
+{
+        int r = net_host_plan(cfg->net_range, cfg->instance, cfg->dns, cfg->dns_port != 0,
+                              cfg->dns_upstream && *cfg->dns_upstream, net, err);
+        if (r < 0)
+                return r;
+        if (net->forward) {
+                uint16_t port = cfg->dns_port > 0 ? (uint16_t)cfg->dns_port : 0;
+                if ((r = dns_forwarder_open(port, ret_dns, &net->dns_port, err)) < 0)
+                        return r;
+        }
+        if ((r = net_host_install(net, err)) < 0) {
+                dns_forwarder_stop(*ret_dns);
+                *ret_dns = NULL;
+        }
+        return r;
+}
+
+static int open_drivers(struct rt *rt, const struct rt_config *cfg, struct sbx_error *err);
+
 int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err)
 {
         if (!cfg || !ret)
                 return sbx_error_set(err, EINVAL, "rt_open: no configuration");
+        struct rt *rt = calloc(1, sizeof(*rt));
+        if (!rt)
+                return sbx_error_set(err, ENOMEM, "rt_open");
+        int r = open_network(cfg, &rt->net, &rt->dns, err);
+        if (r < 0) {
+                free(rt);
+                return r;
+        }
+        struct rt_config c = *cfg;
+        c.net = &rt->net;
+        if ((r = open_drivers(rt, &c, err)) < 0)
+                return r; /* rt closed */
+        /* After the drivers' forks: the forwarder is a thread of the daemon. */
+        if (rt->dns && (r = dns_forwarder_start(rt->dns, rt->net.base, rt->net.prefix,
+                                                cfg->dns_upstream, err)) < 0) {
+                rt_close(rt);
+                return r;
+        }
+        *ret = rt;
+        return 0;
+}
+
+static int open_drivers(struct rt *rt, const struct rt_config *cfg, struct sbx_error *err)
+{
         const struct rt_driver *const *list = cfg->drivers ? cfg->drivers : builtin;
         size_t n = cfg->drivers ? cfg->n_drivers : ARRAY_SIZE(builtin);
         if (n == 0 || n > RT_MAX_DRIVERS)
                 return sbx_error_set(err, EINVAL, "rt_open: %zu drivers (1 to %d)", n,
                                      RT_MAX_DRIVERS);
-        struct rt *rt = calloc(1, sizeof(*rt));
-        if (!rt)
-                return sbx_error_set(err, ENOMEM, "rt_open");
         for (size_t i = 0; i < n; i++) {
                 const struct rt_driver *ops = list[i];
                 if (!driver_is_valid(ops)) {
@@ -83,7 +139,6 @@ int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err)
                 rt_close(rt);
                 return -ENOTSUP;
         }
-        *ret = rt;
         return 0;
 }
 
@@ -101,8 +156,15 @@ void rt_close(struct rt *rt)
 {
         if (!rt)
                 return;
+        /* Sandboxes outlive the daemon and need the table: it goes only
+         * with the last one of the instance. Best effort (a failure leaves
+         * a table that matches no interface). */
+        bool keep_net = rt->n == 0 || rt_any_alive(rt);
+        dns_forwarder_stop(rt->dns);
         for (size_t i = rt->n; i-- > 0;)
                 rt->d[i].ops->close(rt->d[i].state);
+        if (!keep_net)
+                net_host_remove(&rt->net, NULL);
         free(rt);
 }
 

@@ -23,7 +23,6 @@
 
 #include "../common/fdpass.h"
 #include "cgroup.h"
-#include "dns.h"
 #include "launch.h"
 #include "net.h"
 #include "seccomp.h"
@@ -40,8 +39,6 @@
 struct ns_rt {
         struct zygote zygote;
         struct cg_layout cg;
-        struct ns_net_cfg net;
-        struct dns_forwarder *dns;
 };
 
 /* ---- open / close ---- */
@@ -99,54 +96,24 @@ static int load_init(const char *path, int *ret, struct sbx_error *err)
         return 0;
 }
 
-/* NAT: the sandboxes' resolv.conf, the forwarder's sockets (so its port is
- * known), then the instance's nftables table. Before any thread: this runs
- * nft. A forwarder port in use is an error: another sandboxd's forwarder
- * would not serve this instance's sandboxes. */
-static int open_network(const struct rt_config *cfg, struct ns_net_cfg *net,
-                        struct dns_forwarder **ret_dns, struct sbx_error *err)
-{
-        int r = net_host_plan(cfg->net_range, cfg->instance, cfg->dns, cfg->dns_port != 0,
-                              cfg->dns_upstream && *cfg->dns_upstream, net, err);
-        if (r < 0)
-                return r;
-        if (net->forward) {
-                uint16_t port = cfg->dns_port > 0 ? (uint16_t)cfg->dns_port : 0;
-                if ((r = dns_forwarder_open(port, ret_dns, &net->dns_port, err)) < 0)
-                        return r;
-        }
-        if ((r = net_host_install(net, err)) < 0) {
-                dns_forwarder_stop(*ret_dns);
-                *ret_dns = NULL;
-        }
-        return r;
-}
-
 /* What the zygote hands every launcher: the cgroup layout, the host's
- * network set up, the sealed sandbox-init, the compiled seccomp policy.
- * On failure the forwarder and the copy of sandbox-init are released; an
- * nftables table once installed stays (the next start replaces it). */
-static int ctx_build(const struct rt_config *cfg, struct ns_ctx *ctx,
-                     struct dns_forwarder **ret_dns, struct sbx_error *err)
+ * network (set up by rt_open, driver.c), the sealed sandbox-init, the
+ * compiled seccomp policy. */
+static int ctx_build(const struct rt_config *cfg, struct ns_ctx *ctx, struct sbx_error *err)
 {
         int r = cg_detect(&ctx->cg, cfg->cgroup_root, err);
         if (r < 0)
                 return r;
-        if ((r = open_network(cfg, &ctx->net, ret_dns, err)) < 0)
+        if (cfg->net)
+                ctx->net = *cfg->net;
+        if ((r = load_init(cfg->init_path, &ctx->init_memfd, err)) < 0)
                 return r;
-        if ((r = load_init(cfg->init_path, &ctx->init_memfd, err)) < 0) {
-                dns_forwarder_stop(TAKE_PTR(*ret_dns));
-                return r;
-        }
         if ((r = rt_seccomp_build(&ctx->seccomp, err)) < 0) {
                 close_fd(&ctx->init_memfd);
-                dns_forwarder_stop(TAKE_PTR(*ret_dns));
                 return r;
         }
         return 0;
 }
-
-static void ns_close(void *state);
 
 static int ns_open(const struct rt_config *cfg, void **ret, struct sbx_error *err)
 {
@@ -160,25 +127,16 @@ static int ns_open(const struct rt_config *cfg, void **ret, struct sbx_error *er
         _cleanup_free_ struct ns_rt *rt = calloc(1, sizeof(*rt));
         if (!rt)
                 return sbx_error_set(err, ENOMEM, "rt_open");
-        int r = ctx_build(cfg, &ctx, &rt->dns, err);
+        int r = ctx_build(cfg, &ctx, err);
         if (r < 0)
                 return r;
         r = zygote_open(&ctx, &rt->zygote, err);
         /* The zygote has its own copy now. */
         close_fd(&ctx.init_memfd);
         rt_seccomp_free(&ctx.seccomp);
-        if (r < 0) {
-                dns_forwarder_stop(rt->dns);
+        if (r < 0)
                 return r;
-        }
         rt->cg = ctx.cg;
-        rt->net = ctx.net;
-        /* After the fork: the forwarder is a thread of the daemon. */
-        if (rt->dns && (r = dns_forwarder_start(rt->dns, ctx.net.base, ctx.net.prefix,
-                                                cfg->dns_upstream, err)) < 0) {
-                ns_close(TAKE_PTR(rt));
-                return r;
-        }
         *ret = TAKE_PTR(rt);
         return 0;
 }
@@ -188,12 +146,7 @@ static void ns_close(void *state)
         struct ns_rt *rt = state;
         if (!rt)
                 return;
-        dns_forwarder_stop(rt->dns);
         zygote_close(&rt->zygote);
-        /* The table goes only with the last sandbox of the instance; best
-         * effort (a failure leaves a table that matches no interface). */
-        if (!cg_any_populated(&rt->cg))
-                net_host_remove(&rt->net, NULL);
         free(rt);
 }
 
@@ -311,7 +264,7 @@ static int ns_set_hostname(void *state, const struct rt_spec *spec, pid_t init_p
 
 const struct rt_driver rt_ns_driver = {
     .name = "ns",
-    .caps = RT_CAP_NAT | RT_CAP_DISK_LIMIT | RT_CAP_HOSTNAME | RT_CAP_AGENT_ROOT,
+    .caps = RT_CAP_NAT | RT_CAP_DISK_LIMIT | RT_CAP_HOSTNAME | RT_CAP_AGENT_ROOT | RT_CAP_ID_SHIFT,
     .open = ns_open,
     .close = ns_close,
     .start = ns_start,

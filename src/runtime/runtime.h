@@ -24,6 +24,7 @@
 #include "../common/util.h"
 
 struct rt;
+struct ns_net_cfg;
 
 /* ---- the instance's host-wide ranges (runtime/claim.c) ----
  * A daemon instance is named by <state>/instance-id (16 hex digits); its
@@ -82,6 +83,10 @@ struct rt_config {
         const char *gvisor_platform;
         const char *state_dir; /* absolute: the gvisor driver keeps runsc's state
                                   under <state_dir>/runsc */
+        /* Set by rt_open for the drivers' open, whatever the caller put
+         * there: the host's side of NAT (net.h), made once for every
+         * driver, never NULL then. */
+        const struct ns_net_cfg *net;
 };
 
 enum rt_network {
@@ -140,6 +145,10 @@ enum {
         RT_CAP_AGENT_ROOT = 1u << 3, /* sandbox-init hands over an O_PATH fd of its
                                         "/" (AGENT_REQ_ROOT) on a dialled socket */
         RT_CAP_CHECKPOINT = 1u << 4, /* checkpoint and restore */
+        RT_CAP_ID_SHIFT = 1u << 5,   /* the sandbox's ids are shifted: its root is host
+                                        uid_base, and its files are owned by uid_base + id.
+                                        Without it they are owned by the ids the sandbox
+                                        uses (root is 0): its kernel is not the host's */
 };
 
 /* checkpoint flags */

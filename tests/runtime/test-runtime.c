@@ -657,8 +657,8 @@ int main(int argc, char **argv)
         if (r == 0) {
                 struct rt_spec ns = {.driver = "ns"};
                 int fd;
-                CHECK(rt_caps(rt, &ns) ==
-                          (RT_CAP_NAT | RT_CAP_DISK_LIMIT | RT_CAP_HOSTNAME | RT_CAP_AGENT_ROOT),
+                CHECK(rt_caps(rt, &ns) == (RT_CAP_NAT | RT_CAP_DISK_LIMIT | RT_CAP_HOSTNAME |
+                                           RT_CAP_AGENT_ROOT | RT_CAP_ID_SHIFT),
                       "ns: NAT, disk limit, rename, root from the agent");
                 CHECK(rt_root(rt, &ns, &fd, &err) == -ENOTSUP &&
                           rt_checkpoint(rt, &ns, tmpdir, 0, &err) == -ENOTSUP,

@@ -2,6 +2,7 @@
 //
 //   SANDBOXD_BIN     the daemon binary (default: <repo>/build/sandboxd)
 //   SANDBOXD_IMAGES  the images directory (default: /var/lib/sandboxd/images)
+//   SANDBOXD_TEST_CLASS  the class the daemons make `default` (ns, gvisor)
 //
 // Tests skip, saying why, when the binary or the image they need is absent.
 //
@@ -25,6 +26,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 export const REPO = resolve(here, "../../..");
 export const BIN = process.env.SANDBOXD_BIN || join(REPO, "build/sandboxd");
 export const IMAGES = process.env.SANDBOXD_IMAGES || "/var/lib/sandboxd/images";
+/** The sandbox class the daemons started here make `default` (SANDBOXD_TEST_CLASS). */
+export const CLASS = process.env.SANDBOXD_TEST_CLASS || "ns";
 
 let counter = 0;
 
@@ -73,7 +76,8 @@ export async function startDaemon({ image = "tiny", args = [] } = {}) {
   contract.addServer(url);
   const child = spawn(
     BIN,
-    ["serve", "--listen", `127.0.0.1:${port}`, "--state", stateDir, "--images", IMAGES, "--default-image", image, ...args],
+    ["serve", "--listen", `127.0.0.1:${port}`, "--state", stateDir, "--images", IMAGES, "--default-image", image,
+      ...(CLASS !== "ns" ? ["--default-class", CLASS] : []), ...args],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
   let log = "";

@@ -18,6 +18,10 @@ export const ROOT = resolve(here, "../../..");
 export const BIN = process.env.SANDBOXD_BIN || join(ROOT, "build/sandboxd");
 export const IMAGES = process.env.SANDBOXD_IMAGES || "/var/lib/sandboxd/images";
 export const HAVE_DEBIAN = existsSync(join(IMAGES, "debian/image.json"));
+// The sandbox class the suite runs against: the daemons started here make
+// it the `default` class (scripts/test.sh runs the suite once per class).
+export const CLASS = process.env.SANDBOXD_TEST_CLASS || "ns";
+export const GVISOR = CLASS === "gvisor";
 
 export function freePort() {
   return new Promise((res, rej) => {
@@ -64,6 +68,7 @@ export class Daemon {
       "--state", this.state,
       "--images", IMAGES,
       "--default-image", this.opts.image || "tiny",
+      ...(CLASS !== "ns" ? ["--default-class", CLASS] : []),
       ...(this.opts.args || []),
     ];
     this.proc = spawn(BIN, args, {

@@ -151,6 +151,8 @@ void slot_free(struct manager *m, uint32_t slot);
 /* ---- sandbox.c ---- */
 const struct mgr_class *class_find(const struct manager *m, const char *name);
 const char *class_image(const struct manager *m, const struct mgr_class *cls);
+/* The name of the driver a new sandbox of cls is created under. */
+const char *class_driver(const struct manager *m, const struct mgr_class *cls);
 /* A sandbox for a record with an id (the table's reference): -ENOMEM, or
  * -ENAMETOOLONG when its directory cannot be named. */
 int sandbox_new(struct manager *m, const struct store_sandbox *rec, struct sandbox **ret);

@@ -268,6 +268,7 @@ static int new_entry_locked(struct manager *m, const struct attach *a, struct sa
         snprintf(rec.name, sizeof(rec.name), "%s", a->name);
         snprintf(rec.sandbox_class, sizeof(rec.sandbox_class), "%s", a->cls->name);
         snprintf(rec.image, sizeof(rec.image), "%s", class_image(m, a->cls));
+        snprintf(rec.driver, sizeof(rec.driver), "%s", class_driver(m, a->cls));
         snprintf(rec.network, sizeof(rec.network), "%s", a->net);
         rec.state = SBX_STOPPED;
         rec.created_at = rec.last_active_at = rec.state_since = now_ms();

@@ -23,6 +23,7 @@ static int pool_insert(struct manager *m, const struct mgr_class *cls, struct st
         snprintf(rec->name, sizeof(rec->name), "pool-%u", rec->slot);
         snprintf(rec->sandbox_class, sizeof(rec->sandbox_class), "%s", cls->name);
         snprintf(rec->image, sizeof(rec->image), "%s", class_image(m, cls));
+        snprintf(rec->driver, sizeof(rec->driver), "%s", class_driver(m, cls));
         rec->state = SBX_STOPPED;
         rec->created_at = rec->last_active_at = rec->state_since = now_ms();
         r = store_sandbox_insert(m->store, rec, NULL);

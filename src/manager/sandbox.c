@@ -26,6 +26,12 @@ const char *class_image(const struct manager *m, const struct mgr_class *cls)
         return cls->image ? cls->image : m->cfg.default_image;
 }
 
+const char *class_driver(const struct manager *m, const struct mgr_class *cls)
+{
+        const struct rt_driver *first = rt_driver(m->rt, NULL);
+        return cls->driver ? cls->driver : first ? first->name : "";
+}
+
 static int sandbox_dial(void *ctx, int *ret_fd, struct sbx_error *err)
 {
         struct sandbox *sb = ctx;

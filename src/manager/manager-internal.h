@@ -71,7 +71,8 @@
 
 struct sandbox {
         struct store_sandbox rec;    /* guarded by lock; rec.state by lock and m->lock */
-        const struct mgr_class *cls; /* its class; NULL when it is no longer offered */
+        const struct mgr_class *cls; /* its class; NULL when it is no longer offered
+                                        (its driver is rec.driver, whatever the class) */
         char dir[PATH_MAX];          /* <state>/sandboxes/<id> */
         pthread_mutex_t lock;        /* serializes lifecycle transitions */
         atomic_int refs;
@@ -153,6 +154,11 @@ const struct mgr_class *class_find(const struct manager *m, const char *name);
 const char *class_image(const struct manager *m, const struct mgr_class *cls);
 /* The name of the driver a new sandbox of cls is created under. */
 const char *class_driver(const struct manager *m, const struct mgr_class *cls);
+/* 0 when the host runs cls's driver; else -ENOTSUP saying why not. */
+int class_unavailable(const struct manager *m, const struct mgr_class *cls, struct sbx_error *err);
+/* 0 when the driver sb was created under is here; else -ENOTSUP saying
+ * why not: nothing can be done to sb but read its record. */
+int sandbox_driver_check(const struct manager *m, const struct sandbox *sb, struct sbx_error *err);
 /* A sandbox for a record with an id (the table's reference): -ENOMEM, or
  * -ENAMETOOLONG when its directory cannot be named. */
 int sandbox_new(struct manager *m, const struct store_sandbox *rec, struct sandbox **ret);

@@ -25,7 +25,10 @@ static int check_class(const struct manager *m, size_t i, struct sbx_error *err)
         for (size_t j = 0; j < i; j++)
                 if (!strcmp(m->classes[j].name, c->name))
                         return sbx_error_say(err, EINVAL, "sandbox class '%s' twice", c->name);
-        if (!rt_driver(m->rt, c->driver))
+        /* A driver the host cannot run (rt_unavailable) still makes a
+         * class: an attach of it is told why it cannot be had here. */
+        const char *driver = class_driver(m, c);
+        if (!rt_driver(m->rt, driver) && !rt_unavailable(m->rt, driver))
                 return sbx_error_say(err, EINVAL, "sandbox class '%s': no runtime driver '%s'",
                                      c->name, c->driver ? c->driver : "(default)");
         const char *image = class_image(m, c);
@@ -97,6 +100,14 @@ static void adopt(struct manager *m, const struct store_sandbox *rec)
         if (r < 0) {
                 log_error("sandbox id=%llu: slot %u is out of range or taken; left alone",
                           (unsigned long long)rec->id, rec->slot);
+                sandbox_unref(sb);
+        } else if (!rec->deployment[0] && sandbox_driver_check(m, sb, NULL) < 0) {
+                /* A pool entry of an earlier run whose driver is not here:
+                 * only that driver can remove it, so its record and slot
+                 * stay for a run that has it. */
+                log_warn("sandbox id=%llu: warm sandbox of driver %s, which is not here; left "
+                         "alone",
+                         (unsigned long long)rec->id, rec->driver);
                 sandbox_unref(sb);
         } else if (!rec->deployment[0]) {
                 pool_destroy(m, sb); /* a pool entry of an earlier run: nobody knows it */
@@ -293,7 +304,9 @@ static int new_entry_locked(struct manager *m, const struct attach *a, struct sa
 static int create_entry_locked(struct manager *m, const struct attach *a, struct sandbox **ret,
                                struct sbx_error *err)
 {
-        int r = check_caps_locked(m, a, err);
+        int r = class_unavailable(m, a->cls, err);
+        if (r == 0)
+                r = check_caps_locked(m, a, err);
         if (r < 0)
                 return r;
         struct sandbox *sb = pool_take_locked(m, a->c, a->name, a->cls->name, a->net);

@@ -49,8 +49,17 @@ const char *sbx_state_name(enum sbx_state s);
 #define MGR_MAX_POOL 16
 
 /* A sandbox class: what an attach names ("class"), and what it selects.
- * The record keeps the class's name; its sandbox runs under the class's
- * driver and is created from the class's image. */
+ * A new sandbox is created under the class's driver from the class's
+ * image, and its record keeps the class's name, the image and the driver
+ * for the sandbox's life: every runtime call of it goes to that driver,
+ * whatever the class names later (a class may name another driver in the
+ * next run of the daemon; its sandboxes do not move).
+ *
+ * A class whose driver the host cannot run (left out by rt_open, see
+ * rt_unavailable) is still offered: an attach that would create a sandbox
+ * of it is -ENOTSUP saying why. A sandbox whose own driver is not here is
+ * kept as its record says, and everything but get and list of it is
+ * -ENOTSUP, saying why. */
 struct mgr_class {
         const char *name;   /* a sandbox name (names.h), e.g. "default" */
         const char *driver; /* runtime driver (rt_driver); NULL = the first opened */
@@ -107,8 +116,9 @@ void mgr_stop_pool(struct manager *m);
 
 /* ---- control plane ---- */
 /* Create on first call, resume a suspended one, start a stopped one.
- * sandbox_class: one of the configured classes (-ENOTSUP otherwise), or
- * NULL for MGR_DEFAULT_CLASS. network: "nat", "none" or NULL (the
+ * sandbox_class: one of the configured classes (-ENOTSUP otherwise, and
+ * for a new sandbox of a class whose driver the host cannot run), or NULL
+ * for MGR_DEFAULT_CLASS. network: "nat", "none" or NULL (the
  * daemon's default). Both are chosen at creation: naming another one for
  * an existing sandbox is -EBUSY.
  * ret_id: the incarnation id the data-plane credential is bound to. */

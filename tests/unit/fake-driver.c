@@ -51,18 +51,27 @@ static int fail(struct sbx_error *err, int errnum, const char *what)
         return sbx_error_set(err, errnum, "fake driver: %s", what);
 }
 
+/* As a driver the host cannot run says so (rt_open leaves it out). */
+static int fake_open(struct fake *f, void **ret_state, struct sbx_error *err)
+{
+        pthread_mutex_lock(&f->lock);
+        f->opens++;
+        const char *why = f->unavailable;
+        pthread_mutex_unlock(&f->lock);
+        if (why)
+                return sbx_error_say(err, ENOTSUP, "%s", why);
+        *ret_state = f;
+        return 0;
+}
+
 static int open_a(const struct rt_config *cfg, void **ret_state, struct sbx_error *err)
 {
-        fake_a.opens++;
-        *ret_state = &fake_a;
-        return 0;
+        return fake_open(&fake_a, ret_state, err);
 }
 
 static int open_b(const struct rt_config *cfg, void **ret_state, struct sbx_error *err)
 {
-        fake_b.opens++;
-        *ret_state = &fake_b;
-        return 0;
+        return fake_open(&fake_b, ret_state, err);
 }
 
 static void fake_close(void *state)

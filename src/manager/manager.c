@@ -77,7 +77,7 @@ static int init_dirs(struct manager *m, const struct mgr_config *cfg, struct sbx
 
 static void free_manager(struct manager *m)
 {
-        pthread_cond_destroy(&m->pool_cond);
+        pool_free(m);
         pthread_mutex_destroy(&m->lock);
         free(m);
 }
@@ -142,17 +142,15 @@ int mgr_open(const struct mgr_config *cfg, struct store *st, struct rt *rt, stru
         m->store = st;
         m->rt = rt;
         pthread_mutex_init(&m->lock, NULL);
-        pthread_cond_init(&m->pool_cond, NULL);
         if (getrandom(&m->run, sizeof(m->run), 0) != sizeof(m->run))
                 m->run = (uint64_t)now_ms() ^ ((uint64_t)getpid() << 32);
         int r = 0;
-        if (cfg->pool_size < 0 || cfg->pool_size > MGR_MAX_POOL ||
-            cfg->max_sandboxes > MGR_MAX_SLOTS)
-                r = sbx_error_say(err, EINVAL,
-                                  "pool_size must be 0-%d and max_sandboxes at most %u",
-                                  MGR_MAX_POOL, MGR_MAX_SLOTS);
+        if (cfg->max_sandboxes > MGR_MAX_SLOTS)
+                r = sbx_error_say(err, EINVAL, "max_sandboxes must be at most %u", MGR_MAX_SLOTS);
         if (r == 0)
                 r = init_classes(m, err);
+        if (r == 0)
+                r = pool_init(m, err);
         if (r == 0)
                 r = init_dirs(m, cfg, err);
         if (r == 0 && (r = timers_open(sandbox_on_timer, m, &m->timers)) < 0)
@@ -309,7 +307,7 @@ static int create_entry_locked(struct manager *m, const struct attach *a, struct
                 r = check_caps_locked(m, a, err);
         if (r < 0)
                 return r;
-        struct sandbox *sb = pool_take_locked(m, a->c, a->name, a->cls->name, a->net);
+        struct sandbox *sb = pool_take_locked(m, a->c, a->name, a->cls, a->net);
         if (!sb && (r = new_entry_locked(m, a, &sb, err)) < 0)
                 return r;
         table_insert_locked(m, sb);
@@ -606,6 +604,6 @@ void mgr_stats(struct manager *m, struct mgr_stats *ret)
         *ret = m->stats;
         memset(ret->sandboxes, 0, sizeof(ret->sandboxes));
         table_each_locked(m, count_state, ret);
-        ret->pool = m->pool_n;
+        ret->pool = pool_ready_locked(m);
         pthread_mutex_unlock(&m->lock);
 }

@@ -271,13 +271,17 @@ static int fake_set_hostname(void *state, const struct rt_spec *spec, pid_t init
         return r;
 }
 
-#define FAKE_OPS                                                                                   \
-        .caps = RT_CAP_HOSTNAME, .close = fake_close, .start = fake_start, .freeze = fake_freeze,  \
-        .thaw = fake_thaw, .stop = fake_stop, .destroy = fake_destroy, .is_alive = fake_is_alive,  \
-        .any_alive = fake_any_alive, .dial = fake_dial, .set_hostname = fake_set_hostname
+/* Every operation but the optional rename. */
+#define FAKE_BASE_OPS                                                                              \
+        .close = fake_close, .start = fake_start, .freeze = fake_freeze, .thaw = fake_thaw,        \
+        .stop = fake_stop, .destroy = fake_destroy, .is_alive = fake_is_alive,                     \
+        .any_alive = fake_any_alive, .dial = fake_dial
+#define FAKE_OPS FAKE_BASE_OPS, .caps = RT_CAP_HOSTNAME, .set_hostname = fake_set_hostname
 
 const struct rt_driver fake_driver_a = {.name = "fake", .open = open_a, FAKE_OPS};
 const struct rt_driver fake_driver_b = {.name = "fake-b", .open = open_b, FAKE_OPS};
+/* fake-b as a driver that cannot rename a running sandbox. */
+const struct rt_driver fake_driver_b_fixed_name = {.name = "fake-b", .open = open_b, FAKE_BASE_OPS};
 
 bool fake_box(struct fake *f, uint64_t id, struct fake_box *ret)
 {

@@ -53,6 +53,8 @@ struct fake {
 
 extern struct fake fake_a, fake_b;
 extern const struct rt_driver fake_driver_a, fake_driver_b;
+/* fake-b without RT_CAP_HOSTNAME (no set_hostname), for the same state. */
+extern const struct rt_driver fake_driver_b_fixed_name;
 
 void fake_reset(struct fake *f);
 /* A copy of the box of sandbox id: false when there is none. */

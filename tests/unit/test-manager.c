@@ -49,6 +49,12 @@ static const struct mgr_caller alice = {.deployment = "dep", .account = "alice"}
 
 static const struct rt_driver *const drivers[] = {&fake_driver_a, &fake_driver_b};
 
+/* The default class on the first driver, "gv" on the second. */
+static const struct mgr_class with_gv[] = {
+    {.name = "default", .driver = "fake"},
+    {.name = "gv", .driver = "fake-b"},
+};
+
 static int open_runtime(struct fixture *f)
 {
         struct rt_config rc = {.drivers = drivers, .n_drivers = 2};
@@ -463,11 +469,15 @@ static void test_max_age_reclaims(void **state)
 
 /* ---- the warm pool ---- */
 
+/* One warm sandbox of the first driver (that of the default class). */
+static const struct mgr_pool one_warm[] = {{.driver = NULL, .size = 1}};
+
 /* A new name takes the warm sandbox: renamed, not started. */
 static void test_pool_assign(void **state)
 {
         struct fixture *f = *state;
-        f->cfg.pool_size = 1;
+        f->cfg.pools = one_warm;
+        f->cfg.n_pools = 1;
         open_manager(f);
         assert_true(wait_pool(f, 1));
         assert_int_equal(FAKE_COUNT(fake_a, starts), 1);
@@ -488,7 +498,8 @@ static void test_pool_assign(void **state)
 static void test_pool_rename_fails(void **state)
 {
         struct fixture *f = *state;
-        f->cfg.pool_size = 1;
+        f->cfg.pools = one_warm;
+        f->cfg.n_pools = 1;
         open_manager(f);
         assert_true(wait_pool(f, 1));
         FAKE_SET(fake_a, fail_rename, true);
@@ -506,7 +517,8 @@ static void test_pool_rename_fails(void **state)
 static void test_pool_empty(void **state)
 {
         struct fixture *f = *state;
-        f->cfg.pool_size = 1;
+        f->cfg.pools = one_warm;
+        f->cfg.n_pools = 1;
         FAKE_SET(fake_a, fail_start_of, "sandbox");
         open_manager(f);
         assert_true(wait_count(&fake_a, &fake_a.starts, 1)); /* the pool tried */
@@ -518,6 +530,143 @@ static void test_pool_empty(void **state)
         assert_string_equal(box.hostname, "cold");
         /* What the failed pool start reserved is given back. */
         assert_true(wait_rows(f, 1));
+}
+
+/* A pool per driver: an attach takes a warm sandbox of the driver its
+ * class names, the record gets the class the attach named, and only that
+ * pool refills. */
+static void test_pool_per_driver(void **state)
+{
+        struct fixture *f = *state;
+        static const struct mgr_class classes[] = {
+            {.name = "default", .driver = "fake"},
+            {.name = "ns", .driver = "fake"},
+            {.name = "gv", .driver = "fake-b"},
+        };
+        static const struct mgr_pool pools[] = {{.driver = "fake", .size = 1},
+                                                {.driver = "fake-b", .size = 1}};
+        f->cfg.classes = classes;
+        f->cfg.n_classes = 3;
+        f->cfg.pools = pools;
+        f->cfg.n_pools = 2;
+        open_manager(f);
+        assert_true(wait_pool(f, 2));
+        assert_int_equal(FAKE_COUNT(fake_a, starts), 1);
+        assert_int_equal(FAKE_COUNT(fake_b, starts), 1);
+        uint64_t g = attach_ok(f, &alice, "g", "gv");
+        assert_int_equal(FAKE_COUNT(fake_b, renames), 1);
+        assert_int_equal(FAKE_COUNT(fake_a, renames), 0);
+        struct fake_box box;
+        assert_true(fake_box(&fake_b, g, &box) && box.alive);
+        assert_string_equal(box.hostname, "g");
+        struct mgr_record rec;
+        assert_int_equal(mgr_get(f->m, &alice, "g", &rec, NULL), 0);
+        assert_string_equal(rec.sandbox_class, "gv");
+        assert_driver(f, "g", "fake-b");
+        assert_true(wait_pool(f, 2));
+        assert_int_equal(FAKE_COUNT(fake_b, starts), 2);
+        assert_int_equal(FAKE_COUNT(fake_a, starts), 1);
+        /* Two classes of one driver take from its one pool. */
+        uint64_t n = attach_ok(f, &alice, "n", "ns");
+        assert_int_equal(FAKE_COUNT(fake_a, renames), 1);
+        assert_true(fake_box(&fake_a, n, &box) && box.alive);
+        assert_string_equal(box.hostname, "n");
+        assert_true(wait_pool(f, 2));
+        uint64_t d = attach_ok(f, &alice, "d", NULL);
+        assert_int_equal(FAKE_COUNT(fake_a, renames), 2);
+        assert_true(fake_box(&fake_a, d, &box) && box.alive);
+        assert_int_equal(mgr_get(f->m, &alice, "n", &rec, NULL), 0);
+        assert_string_equal(rec.sandbox_class, "ns");
+        assert_int_equal(mgr_get(f->m, &alice, "d", &rec, NULL), 0);
+        assert_string_equal(rec.sandbox_class, "default");
+        /* What the records say survives a restart: each class as named, and
+         * the pools' entries are gone with the daemon. */
+        reopen_manager(f);
+        assert_int_equal(mgr_get(f->m, &alice, "g", &rec, NULL), 0);
+        assert_string_equal(rec.sandbox_class, "gv");
+        assert_int_equal(attach_ok(f, &alice, "g", "gv"), g);
+        assert_int_equal(FAKE_COUNT(fake_b, thaws) + FAKE_COUNT(fake_a, thaws), 0);
+}
+
+/* A warm sandbox of one driver is never handed to an attach of a class of
+ * another: that attach starts cold under its own driver, and the pool
+ * keeps its entry for its own. */
+static void test_pool_not_for_another_driver(void **state)
+{
+        struct fixture *f = *state;
+        static const struct mgr_pool pools[] = {{.driver = "fake-b", .size = 1}};
+        f->cfg.classes = with_gv;
+        f->cfg.n_classes = 2;
+        f->cfg.pools = pools;
+        f->cfg.n_pools = 1;
+        f->cfg.limits.network = RT_NET_NAT; /* the pool's; "none" on request */
+        open_manager(f);
+        assert_true(wait_pool(f, 1));
+        uint64_t id = attach_ok(f, &alice, "n", NULL);
+        assert_int_equal(FAKE_COUNT(fake_a, starts), 1);
+        assert_int_equal(FAKE_COUNT(fake_b, renames), 0);
+        assert_int_equal(pool_ready(f), 1);
+        struct fake_box box;
+        assert_true(fake_box(&fake_a, id, &box));
+        assert_string_equal(box.hostname, "n");
+        assert_false(fake_box(&fake_b, id, &box));
+        assert_driver(f, "n", "fake");
+        /* Nor to an attach that asks for another network than the pool's. */
+        struct mgr_record rec;
+        uint64_t other;
+        assert_int_equal(mgr_attach(f->m, &alice, "x", "gv", "none", &other, &rec, NULL), 0);
+        assert_int_equal(FAKE_COUNT(fake_b, renames), 0);
+        attach_ok(f, &alice, "g", "gv");
+        assert_int_equal(FAKE_COUNT(fake_b, renames), 1);
+}
+
+/* A pool is of a driver that is here and can rename a running sandbox
+ * (else a warm one could never take its name), at most MGR_MAX_POOL big,
+ * one per driver; a pool of size 0 is none, whatever its driver. */
+static void test_pool_config(void **state)
+{
+        struct fixture *f = *state;
+        static const struct mgr_pool big[] = {{.driver = "fake", .size = MGR_MAX_POOL + 1}};
+        static const struct mgr_pool absent[] = {{.driver = "gvisor", .size = 1}};
+        static const struct mgr_pool twice[] = {{.driver = "fake", .size = 1},
+                                                {.driver = NULL, .size = 1}};
+        static const struct mgr_pool none[] = {{.driver = "gvisor", .size = 0}};
+        static const struct mgr_pool fixed[] = {{.driver = "fake-b", .size = 1}};
+        static const struct {
+                const struct mgr_pool *pools;
+                size_t n;
+                const char *msg;
+        } bad[] = {
+            {big, 1, "warm pool of driver 'fake': size must be 0-16"},
+            {absent, 1, "warm pool of driver 'gvisor': no such driver here"},
+            {twice, 2, "warm pool of driver 'fake' twice"},
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                struct sbx_error err = {0};
+                f->cfg.pools = bad[i].pools;
+                f->cfg.n_pools = bad[i].n;
+                assert_int_equal(mgr_open(&f->cfg, f->st, f->rt, &f->m, &err), -EINVAL);
+                assert_string_equal(err.msg, bad[i].msg);
+                f->m = NULL;
+        }
+        f->cfg.pools = none;
+        f->cfg.n_pools = 1;
+        open_manager(f);
+        mgr_close(f->m);
+        f->m = NULL;
+        /* fake-b, as a driver without a rename. */
+        rt_close(f->rt);
+        static const struct rt_driver *const fixed_name[] = {&fake_driver_a,
+                                                             &fake_driver_b_fixed_name};
+        struct rt_config rc = {.drivers = fixed_name, .n_drivers = 2};
+        assert_int_equal(rt_open(&rc, &f->rt, NULL), 0);
+        struct sbx_error err = {0};
+        f->cfg.pools = fixed;
+        assert_int_equal(mgr_open(&f->cfg, f->st, f->rt, &f->m, &err), -EINVAL);
+        assert_string_equal(err.msg, "warm pool of driver 'fake-b': it cannot rename a running "
+                                     "sandbox, so a warm one could not take its name");
+        f->m = NULL;
+        assert_int_equal(FAKE_COUNT(fake_a, starts) + FAKE_COUNT(fake_b, starts), 0);
 }
 
 /* ---- restart reconciliation ---- */
@@ -729,11 +878,6 @@ static void test_default_class_switch(void **state)
         assert_int_equal(FAKE_COUNT(fake_b, destroys), 0);
 }
 
-static const struct mgr_class with_gv[] = {
-    {.name = "default", .driver = "fake"},
-    {.name = "gv", .driver = "fake-b"},
-};
-
 /* A class whose driver the host cannot run is offered, and an attach of it
  * is told why it cannot be had; an unknown class is not offered. Neither
  * creates anything. */
@@ -865,6 +1009,9 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_pool_assign, setup, teardown),
             cmocka_unit_test_setup_teardown(test_pool_rename_fails, setup, teardown),
             cmocka_unit_test_setup_teardown(test_pool_empty, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_pool_per_driver, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_pool_not_for_another_driver, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_pool_config, setup, teardown),
             cmocka_unit_test_setup_teardown(test_restart_reconciliation, setup, teardown),
             cmocka_unit_test_setup_teardown(test_class_selects_driver, setup, teardown),
             cmocka_unit_test_setup_teardown(test_class_withdrawn, setup, teardown),

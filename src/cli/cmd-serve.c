@@ -51,8 +51,10 @@ struct serve {
 };
 
 /* The runtime drivers the daemon offers, each as a sandbox class of its
- * own name; `default` is the one default_class names. */
-static const struct rt_driver *const drivers[] = {&rt_ns_driver};
+ * own name; `default` is the one default_class names. rt_open leaves out
+ * one the host cannot run (gvisor without a usable runsc), saying why: its
+ * class is still offered, and an attach of it is told the reason. */
+static const struct rt_driver *const drivers[] = {&rt_ns_driver, &rt_gvisor_driver};
 
 /* What serve --help says of them, after the settings. */
 static const char classes_help[] =

@@ -52,6 +52,11 @@
          * a 401 makes a client attach again, which gives it a new, empty                          \
          * sandbox. A 404 would look like a missing file and never be retried. */                  \
         X(ENTER, ENOENT, 401, "credential_stale", NULL)                                            \
+        /* The sandbox cannot be brought up here: the driver it was created                        \
+         * under is not available on this host (runsc gone), or its class is                       \
+         * no longer offered. The message says which; a control-plane call                         \
+         * answers 409 unsupported_class instead. */                                               \
+        X(ENTER, ENOTSUP, 502, "bring_up_failed", NULL)                                            \
         X(GONE, 0, 404, "sandbox_not_found", NULL)                                                 \
         /* The agent's one "missing" is a process id. */                                           \
         X(AGENT, ENOENT, 404, "process_not_found", NULL)                                           \

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* sandboxd serve: the daemon's composition root. It checks the settings,
  * opens what the daemon runs on (the state dir and its store and keys, the
- * host-wide ranges, the runtime, the manager, the API), serves HTTP until
+ * host-wide ranges, the runtime and the sandbox classes and warm pools of
+ * the drivers it runs, the manager, the API), serves HTTP until
  * SIGTERM / SIGINT, and shuts down; each is a step below, and what is open
  * is released in reverse. Sandboxes outlive the daemon: stopping it leaves
  * them running. */
@@ -39,10 +40,38 @@ struct serve {
         struct keyring *keys; /* until the api takes them */
         struct rt_claim claim;
         struct rt *rt;
+        /* `default` and a class per driver (serve_classes), the warm pools */
+        struct mgr_class classes[1 + RT_MAX_DRIVERS];
+        size_t n_classes;
+        struct mgr_pool pools[RT_MAX_DRIVERS];
+        size_t n_pools;
         struct manager *mgr;
         struct api *api;
         sigset_t signals; /* taken by sigwait */
 };
+
+/* The runtime drivers the daemon offers, each as a sandbox class of its
+ * own name; `default` is the one default_class names. rt_open leaves out
+ * one the host cannot run (gvisor without a usable runsc), saying why: its
+ * class is still offered, and an attach of it is told the reason. */
+static const struct rt_driver *const drivers[] = {&rt_ns_driver, &rt_gvisor_driver};
+
+/* What serve --help says of them, after the settings. */
+static const char classes_help[] =
+    "\nSandbox classes (the `class` an attach names; a sandbox keeps its class and the\n"
+    "driver it was created under for its life, so changing default_class moves no\n"
+    "existing sandbox):\n"
+    "  default  the driver default_class names (ns unless set otherwise)\n"
+    "  ns       Linux namespaces (user, pid, mount, ipc, uts, net, cgroup), a seccomp\n"
+    "           filter, a reduced capability set and cgroup limits around the\n"
+    "           sandbox's processes, which run on the host kernel, shared with the\n"
+    "           host and every other sandbox\n"
+    "  gvisor   gVisor (runsc): each sandbox runs on a user-space kernel of its own\n"
+    "           (the sentry), which serves its processes' system calls; the host\n"
+    "           kernel is reached only through the sentry's own seccomp-filtered\n"
+    "           syscalls. Needs runsc (setting runsc); where the host cannot run it,\n"
+    "           an attach naming it gets 409 unsupported_class saying why, and\n"
+    "           default_class = gvisor refuses to start\n";
 
 /* The sandbox-init binary: the setting, else next to this binary (a build
  * tree), else the installed libexec one. */
@@ -180,6 +209,7 @@ static int serve_settings(struct serve *sv, int argc, char **argv)
                 if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
                         printf("usage: sandboxd serve [OPTIONS]\n\n");
                         settings_usage(SET_SERVE | SET_URL);
+                        fputs(classes_help, stdout);
                         return 0;
                 }
         char **args = NULL;
@@ -281,11 +311,88 @@ static int open_runtime(struct serve *sv)
                                 .net_range = sv->nat ? sv->claim.net_range : NULL,
                                 .dns = s->dns,
                                 .dns_port = (int32_t)s->dns_port,
-                                .dns_upstream = s->dns_upstream};
+                                .dns_upstream = s->dns_upstream,
+                                .drivers = drivers,
+                                .n_drivers = ARRAY_SIZE(drivers),
+                                .runsc_path = s->runsc,
+                                .gvisor_platform = s->gvisor_platform,
+                                .state_dir = sv->state_abs};
         int r = rt_open(&rtc, &sv->rt, &err);
         if (r < 0)
                 log_error("runtime: %s", err.msg);
         return r;
+}
+
+/* Why the host runs no driver of that name. */
+static const char *why_not(const struct serve *sv, const char *driver)
+{
+        const char *why = rt_unavailable(sv->rt, driver);
+        return why ? why : "this sandboxd is built without it";
+}
+
+/* The warm pool setting of a driver's sandboxes: its value, its key. */
+static int64_t pool_setting(const struct settings *s, const char *driver, const char **ret_key)
+{
+        if (!strcmp(driver, "gvisor")) {
+                *ret_key = "gvisor_pool_size";
+                return s->gvisor_pool_size;
+        }
+        *ret_key = "pool_size";
+        return !strcmp(driver, "ns") ? s->pool_size : 0;
+}
+
+/* The warm pool of one driver, if its setting asks for one: a driver the
+ * host cannot run has none (said once); one that cannot rename a running
+ * sandbox cannot have one (an error naming the setting). */
+static int serve_pool(struct serve *sv, const char *driver)
+{
+        const char *key;
+        int64_t size = pool_setting(&sv->s, driver, &key);
+        const struct rt_driver *d = rt_driver(sv->rt, driver);
+        if (size == 0)
+                return 0;
+        if (!d) {
+                log_warn("%s = %lld: no warm sandboxes, the %s driver is not available on this "
+                         "host: %s",
+                         key, (long long)size, driver, why_not(sv, driver));
+                return 0;
+        }
+        if (!(d->caps & RT_CAP_HOSTNAME)) {
+                log_error("%s = %lld: the %s driver cannot rename a running sandbox, so a warm "
+                          "one could not take its name; set %s = 0",
+                          key, (long long)size, driver, key);
+                return -EINVAL;
+        }
+        sv->pools[sv->n_pools++] = (struct mgr_pool){.driver = d->name, .size = size};
+        return 0;
+}
+
+/* The sandbox classes and the warm pools, once the runtime says which
+ * drivers this host runs: `default` (default_class's driver, which must
+ * be one), and one class per driver, named after it, offered even where
+ * the host cannot run it (an attach of it is told why). */
+static int serve_classes(struct serve *sv)
+{
+        const char *def = sv->s.default_class;
+        if (!rt_driver(sv->rt, def)) {
+                log_error("default_class = %s, but the %s driver is not available on this host: "
+                          "%s",
+                          def, def, why_not(sv, def));
+                return -ENOTSUP;
+        }
+        sv->classes[sv->n_classes++] = (struct mgr_class){.name = MGR_DEFAULT_CLASS, .driver = def};
+        for (size_t i = 0; i < ARRAY_SIZE(drivers); i++) {
+                const char *name = drivers[i]->name;
+                sv->classes[sv->n_classes++] = (struct mgr_class){.name = name, .driver = name};
+                if (!rt_driver(sv->rt, name))
+                        log_warn("sandbox class %s is not available on this host: %s", name,
+                                 why_not(sv, name));
+                int r = serve_pool(sv, name);
+                if (r < 0)
+                        return r;
+        }
+        log_info("sandbox class default: the %s driver (default_class)", def);
+        return 0;
 }
 
 /* SIGTERM / SIGINT / SIGHUP are taken by sigwait in serve_run; every
@@ -316,7 +423,10 @@ static int open_manager(struct serve *sv)
             .max_age_ms = s->max_age_ms,
             .max_per_deployment = s->max_per_deployment,
             .allow_unknown_accounts = s->allow_unknown_accounts,
-            .pool_size = s->pool_size,
+            .classes = sv->classes,
+            .n_classes = sv->n_classes,
+            .pools = sv->pools,
+            .n_pools = sv->n_pools,
             .limits = {.memory_bytes = (uint64_t)s->memory_limit,
                        .pids = (uint64_t)s->pids_limit,
                        .nofile = (uint32_t)s->max_open_files,
@@ -360,7 +470,7 @@ static int open_api(struct serve *sv)
 }
 
 static int (*const open_steps[])(struct serve *sv) = {
-    open_state, open_claim, open_runtime, block_signals, open_manager, open_api,
+    open_state, open_claim, open_runtime, serve_classes, block_signals, open_manager, open_api,
 };
 
 static int serve_open(struct serve *sv)

@@ -14,6 +14,9 @@ struct settings {
         char *images; /* images dir; default <state>/images */
         char *config; /* config file path */
         char *default_image;
+        char *default_class;     /* driver of the `default` class: "ns" or "gvisor" */
+        char *runsc;             /* runsc binary; NULL = `runsc` on PATH */
+        char *gvisor_platform;   /* "auto", "systrap" or "ptrace" */
         char *init_path;         /* sandbox-init binary */
         char *log_level;         /* debug, info, warn or error */
         char *hs256_secret_file; /* external issuer: HS256 shared secret */
@@ -44,8 +47,9 @@ struct settings {
         int64_t rate_limit; /* requests/s per deployment; 0 = off */
         int64_t rate_burst; /* 0 = 2 x rate_limit */
         bool allow_unknown_accounts;
-        int64_t pool_size;
-        int64_t dns_port; /* -1 = auto (any free port), 0 = off */
+        int64_t pool_size;        /* warm sandboxes of the ns driver */
+        int64_t gvisor_pool_size; /* warm sandboxes of the gvisor driver */
+        int64_t dns_port;         /* -1 = auto (any free port), 0 = off */
         char *dns_upstream;
         bool local_issuer; /* accept tokens of the server's own keys */
 };

@@ -128,12 +128,19 @@ static int start_locked(struct manager *m, struct sandbox *sb, const char *why,
 int sandbox_ensure_running_locked(struct manager *m, struct sandbox *sb, const char *why,
                                   struct sbx_error *err)
 {
-        if (sb->rec.state == SBX_RUNNING)
-                return 0;
+        /* Both before the state: a sandbox whose driver is gone may be
+         * recorded running, and nothing can reach it; one of a class the
+         * operator no longer offers is not used any more (its own driver
+         * still suspends, reclaims and deletes it). */
+        int r = sandbox_driver_check(m, sb, err);
+        if (r < 0)
+                return r;
         if (!sb->cls)
                 return sbx_error_say(err, ENOTSUP, "sandbox class '%s' is not offered",
                                      sb->rec.sandbox_class),
                        -ENOTSUP;
+        if (sb->rec.state == SBX_RUNNING)
+                return 0;
         if (sb->rec.state == SBX_SUSPENDED && thaw_locked(m, sb, why, err) == 0)
                 return 0;
         return start_locked(m, sb, why, err);
@@ -144,9 +151,12 @@ int sandbox_suspend_locked(struct manager *m, struct sandbox *sb, const char *wh
 {
         if (sb->rec.state != SBX_RUNNING)
                 return 0;
+        int r = sandbox_driver_check(m, sb, err);
+        if (r < 0)
+                return r;
         struct rt_spec spec;
         sandbox_spec(m, sb, NULL, &spec);
-        int r = rt_freeze(m->rt, &spec, err);
+        r = rt_freeze(m->rt, &spec, err);
         if (r < 0)
                 return r;
         sandbox_set_state(m, sb, SBX_SUSPENDED, why);
@@ -156,12 +166,17 @@ int sandbox_suspend_locked(struct manager *m, struct sandbox *sb, const char *wh
 int sandbox_destroy_locked(struct manager *m, struct sandbox *sb, const char *why,
                            struct sbx_error *err)
 {
+        /* Only its own driver knows what it made on the host: without it,
+         * the record stays for a run that has it. */
+        int r = sandbox_driver_check(m, sb, err);
+        if (r < 0)
+                return r;
         struct rt_spec spec;
         sandbox_spec(m, sb, NULL, &spec);
         /* Calls in flight lose their agent from here on: they must answer
          * that the sandbox is gone, not that it failed. */
         atomic_store(&sb->dying, true);
-        int r = rt_destroy(m->rt, &spec, err);
+        r = rt_destroy(m->rt, &spec, err);
         if (r < 0) {
                 atomic_store(&sb->dying, false);
                 return r;
@@ -206,9 +221,9 @@ static int64_t next_deadline(struct manager *m, struct sandbox *sb)
  * of heap entries per sandbox, however busy it is. */
 void sandbox_schedule_locked(struct manager *m, struct sandbox *sb)
 {
-        /* A sandbox of a class no longer offered has none: nothing can be
-         * done to it without its driver. */
-        if (!sb->cls)
+        /* A sandbox whose driver is not here has none: nothing can be done
+         * to it without its driver. */
+        if (sandbox_driver_check(m, sb, NULL) < 0)
                 return;
         int64_t d = next_deadline(m, sb);
         if (sb->timer_at && sb->timer_at <= d)
@@ -256,7 +271,7 @@ static void reschedule_locked(struct manager *m, struct sandbox *sb, int64_t at,
 {
         if (sb->timer_at <= at)
                 sb->timer_at = 0;
-        if (atomic_load(&sb->gone) || !sb->cls)
+        if (atomic_load(&sb->gone) || sandbox_driver_check(m, sb, NULL) < 0)
                 return;
         if (next_deadline(m, sb) > now) {
                 sandbox_schedule_locked(m, sb);
@@ -293,6 +308,10 @@ void sandbox_on_timer(void *ctx, int64_t at, uint64_t id)
 
 void sandbox_reconnect_locked(struct manager *m, struct sandbox *sb)
 {
+        /* Its driver is not here (runsc gone): whether it still runs cannot
+         * be known, so its record stays as it is for a run that can tell. */
+        if (sandbox_driver_check(m, sb, NULL) < 0)
+                return;
         struct rt_spec spec;
         sandbox_spec(m, sb, NULL, &spec);
         bool alive = rt_is_alive(m->rt, &spec);
@@ -310,6 +329,9 @@ void sandbox_reconnect_locked(struct manager *m, struct sandbox *sb)
 
 int sandbox_recover_locked(struct manager *m, struct sandbox *sb, struct sbx_error *err)
 {
+        int r = sandbox_driver_check(m, sb, err);
+        if (r < 0)
+                return r;
         if (sb->rec.state != SBX_RUNNING || agent_ping(&sb->peer, PING_MS, NULL) == 0)
                 return 0;
         /* Its agent is gone (killed, crashed): clean up what is left and

@@ -10,7 +10,8 @@
  *   lifecycle.c  the state machine: bring up (thaw or start), suspend,
  *                destroy, the timer callback (idle, suspended_ttl, max_age),
  *                reconnection at start-up and after an agent is lost
- *   pool.c       the warm pool: its thread, taking and renaming an entry
+ *   pool.c       the warm pools, one per driver: their threads, taking and
+ *                renaming an entry
  *   timers.c     the deadline heap and its thread
  *   uploads.c    notes of uploads in progress
  *
@@ -71,7 +72,8 @@
 
 struct sandbox {
         struct store_sandbox rec;    /* guarded by lock; rec.state by lock and m->lock */
-        const struct mgr_class *cls; /* its class; NULL when it is no longer offered */
+        const struct mgr_class *cls; /* its class; NULL when it is no longer offered
+                                        (its driver is rec.driver, whatever the class) */
         char dir[PATH_MAX];          /* <state>/sandboxes/<id> */
         pthread_mutex_t lock;        /* serializes lifecycle transitions */
         atomic_int refs;
@@ -86,6 +88,19 @@ struct sandbox {
         struct sandbox *id_next; /* hash chain by id, guarded by m->lock */
         struct manager *m;
         struct agent_peer peer; /* dials its agent through its driver */
+};
+
+/* One warm pool (struct mgr_pool): sandboxes of one driver started ahead
+ * of time with no owner (deployment ""), in no table. */
+struct pool {
+        struct manager *m;
+        const char *driver; /* the opened driver's own name */
+        size_t size;
+        struct sandbox *ready[MGR_MAX_POOL]; /* guarded by m->lock */
+        size_t n;                            /* guarded by m->lock */
+        pthread_cond_t cond;                 /* with m->lock: wakes its thread */
+        pthread_t thread;
+        bool thread_started;
 };
 
 struct manager {
@@ -103,15 +118,11 @@ struct manager {
         char images_dir[PATH_MAX];
         struct timers *timers;
         struct mgr_stats stats; /* guarded by lock */
-        /* The warm pool: sandboxes of the default class started ahead of
-         * time with no owner (deployment ""), so that an attach of a new
-         * name costs a rename instead of a start. Guarded by lock. */
-        struct sandbox *pool[MGR_MAX_POOL];
-        size_t pool_n;
+        /* The warm pools (pool.c), one per driver, each filled by a thread
+         * of its own. Their entries are guarded by lock. */
+        struct pool pools[RT_MAX_DRIVERS];
+        size_t n_pools;
         bool stopping;
-        pthread_cond_t pool_cond;
-        pthread_t pool_thread;
-        bool pool_thread_started;
         uint64_t run; /* this run of the daemon, for upload notes */
 };
 
@@ -151,6 +162,13 @@ void slot_free(struct manager *m, uint32_t slot);
 /* ---- sandbox.c ---- */
 const struct mgr_class *class_find(const struct manager *m, const char *name);
 const char *class_image(const struct manager *m, const struct mgr_class *cls);
+/* The name of the driver a new sandbox of cls is created under. */
+const char *class_driver(const struct manager *m, const struct mgr_class *cls);
+/* 0 when the host runs cls's driver; else -ENOTSUP saying why not. */
+int class_unavailable(const struct manager *m, const struct mgr_class *cls, struct sbx_error *err);
+/* 0 when the driver sb was created under is here; else -ENOTSUP saying
+ * why not: nothing can be done to sb but read its record. */
+int sandbox_driver_check(const struct manager *m, const struct sandbox *sb, struct sbx_error *err);
 /* A sandbox for a record with an id (the table's reference): -ENOMEM, or
  * -ENAMETOOLONG when its directory cannot be named. */
 int sandbox_new(struct manager *m, const struct store_sandbox *rec, struct sandbox **ret);
@@ -188,15 +206,24 @@ void sandbox_reconnect_locked(struct manager *m, struct sandbox *sb);
 int sandbox_recover_locked(struct manager *m, struct sandbox *sb, struct sbx_error *err);
 
 /* ---- pool.c ---- */
-/* Start the pool thread when pool_size > 0; stop it and destroy the pool. */
+/* Check cfg's pools and set them up (those of size 0 are left out):
+ * -EINVAL for a size out of bounds, a driver that is not here or cannot
+ * rename a sandbox, or one driver twice. */
+int pool_init(struct manager *m, struct sbx_error *err);
+/* What pool_init set up, once their threads are stopped. */
+void pool_free(struct manager *m);
+/* Start a thread per pool; stop them and destroy every pool's sandboxes. */
 void pool_start(struct manager *m);
 void pool_stop(struct manager *m);
+/* Warm sandboxes ready, all pools. m->lock held. */
+size_t pool_ready_locked(const struct manager *m);
 /* Remove a pool entry for good (it is in no table). */
 void pool_destroy(struct manager *m, struct sandbox *sb);
-/* A ready entry given to c as name, if one fits (the default class and
- * network), not yet in the table; NULL otherwise. m->lock held. */
+/* A ready entry given to c as name and cls, if one fits (the pool of
+ * cls's driver, the default image and network), not yet in the table;
+ * NULL otherwise. m->lock held. */
 struct sandbox *pool_take_locked(struct manager *m, const struct mgr_caller *c, const char *name,
-                                 const char *cls, const char *network);
+                                 const struct mgr_class *cls, const char *network);
 /* Give a taken entry its name. When the driver cannot rename it, it is
  * stopped instead, and the bring-up that follows starts it cold. sb->lock
  * held. */

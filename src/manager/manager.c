@@ -25,7 +25,10 @@ static int check_class(const struct manager *m, size_t i, struct sbx_error *err)
         for (size_t j = 0; j < i; j++)
                 if (!strcmp(m->classes[j].name, c->name))
                         return sbx_error_say(err, EINVAL, "sandbox class '%s' twice", c->name);
-        if (!rt_driver(m->rt, c->driver))
+        /* A driver the host cannot run (rt_unavailable) still makes a
+         * class: an attach of it is told why it cannot be had here. */
+        const char *driver = class_driver(m, c);
+        if (!rt_driver(m->rt, driver) && !rt_unavailable(m->rt, driver))
                 return sbx_error_say(err, EINVAL, "sandbox class '%s': no runtime driver '%s'",
                                      c->name, c->driver ? c->driver : "(default)");
         const char *image = class_image(m, c);
@@ -74,7 +77,7 @@ static int init_dirs(struct manager *m, const struct mgr_config *cfg, struct sbx
 
 static void free_manager(struct manager *m)
 {
-        pthread_cond_destroy(&m->pool_cond);
+        pool_free(m);
         pthread_mutex_destroy(&m->lock);
         free(m);
 }
@@ -97,6 +100,14 @@ static void adopt(struct manager *m, const struct store_sandbox *rec)
         if (r < 0) {
                 log_error("sandbox id=%llu: slot %u is out of range or taken; left alone",
                           (unsigned long long)rec->id, rec->slot);
+                sandbox_unref(sb);
+        } else if (!rec->deployment[0] && sandbox_driver_check(m, sb, NULL) < 0) {
+                /* A pool entry of an earlier run whose driver is not here:
+                 * only that driver can remove it, so its record and slot
+                 * stay for a run that has it. */
+                log_warn("sandbox id=%llu: warm sandbox of driver %s, which is not here; left "
+                         "alone",
+                         (unsigned long long)rec->id, rec->driver);
                 sandbox_unref(sb);
         } else if (!rec->deployment[0]) {
                 pool_destroy(m, sb); /* a pool entry of an earlier run: nobody knows it */
@@ -131,17 +142,15 @@ int mgr_open(const struct mgr_config *cfg, struct store *st, struct rt *rt, stru
         m->store = st;
         m->rt = rt;
         pthread_mutex_init(&m->lock, NULL);
-        pthread_cond_init(&m->pool_cond, NULL);
         if (getrandom(&m->run, sizeof(m->run), 0) != sizeof(m->run))
                 m->run = (uint64_t)now_ms() ^ ((uint64_t)getpid() << 32);
         int r = 0;
-        if (cfg->pool_size < 0 || cfg->pool_size > MGR_MAX_POOL ||
-            cfg->max_sandboxes > MGR_MAX_SLOTS)
-                r = sbx_error_say(err, EINVAL,
-                                  "pool_size must be 0-%d and max_sandboxes at most %u",
-                                  MGR_MAX_POOL, MGR_MAX_SLOTS);
+        if (cfg->max_sandboxes > MGR_MAX_SLOTS)
+                r = sbx_error_say(err, EINVAL, "max_sandboxes must be at most %u", MGR_MAX_SLOTS);
         if (r == 0)
                 r = init_classes(m, err);
+        if (r == 0)
+                r = pool_init(m, err);
         if (r == 0)
                 r = init_dirs(m, cfg, err);
         if (r == 0 && (r = timers_open(sandbox_on_timer, m, &m->timers)) < 0)
@@ -268,6 +277,7 @@ static int new_entry_locked(struct manager *m, const struct attach *a, struct sa
         snprintf(rec.name, sizeof(rec.name), "%s", a->name);
         snprintf(rec.sandbox_class, sizeof(rec.sandbox_class), "%s", a->cls->name);
         snprintf(rec.image, sizeof(rec.image), "%s", class_image(m, a->cls));
+        snprintf(rec.driver, sizeof(rec.driver), "%s", class_driver(m, a->cls));
         snprintf(rec.network, sizeof(rec.network), "%s", a->net);
         rec.state = SBX_STOPPED;
         rec.created_at = rec.last_active_at = rec.state_since = now_ms();
@@ -292,10 +302,12 @@ static int new_entry_locked(struct manager *m, const struct attach *a, struct sa
 static int create_entry_locked(struct manager *m, const struct attach *a, struct sandbox **ret,
                                struct sbx_error *err)
 {
-        int r = check_caps_locked(m, a, err);
+        int r = class_unavailable(m, a->cls, err);
+        if (r == 0)
+                r = check_caps_locked(m, a, err);
         if (r < 0)
                 return r;
-        struct sandbox *sb = pool_take_locked(m, a->c, a->name, a->cls->name, a->net);
+        struct sandbox *sb = pool_take_locked(m, a->c, a->name, a->cls, a->net);
         if (!sb && (r = new_entry_locked(m, a, &sb, err)) < 0)
                 return r;
         table_insert_locked(m, sb);
@@ -592,6 +604,6 @@ void mgr_stats(struct manager *m, struct mgr_stats *ret)
         *ret = m->stats;
         memset(ret->sandboxes, 0, sizeof(ret->sandboxes));
         table_each_locked(m, count_state, ret);
-        ret->pool = m->pool_n;
+        ret->pool = pool_ready_locked(m);
         pthread_mutex_unlock(&m->lock);
 }

@@ -45,20 +45,45 @@ const char *sbx_state_name(enum sbx_state s);
  * uid_base + max_sandboxes * MGR_UID_RANGE). */
 #define MGR_UID_RANGE 65536u
 #define MGR_MAX_SLOTS 16384u
-/* At most this many sandboxes kept started ahead of time (pool_size). */
+/* At most this many sandboxes kept started ahead of time per pool. */
 #define MGR_MAX_POOL 16
 
 /* A sandbox class: what an attach names ("class"), and what it selects.
- * The record keeps the class's name; its sandbox runs under the class's
- * driver and is created from the class's image. */
+ * A new sandbox is created under the class's driver from the class's
+ * image, and its record keeps the class's name, the image and the driver
+ * for the sandbox's life: every runtime call of it goes to that driver,
+ * whatever the class names later (a class may name another driver in the
+ * next run of the daemon; its sandboxes do not move).
+ *
+ * A class whose driver the host cannot run (left out by rt_open, see
+ * rt_unavailable) is still offered: an attach that would create a sandbox
+ * of it is -ENOTSUP saying why. A sandbox whose own driver is not here is
+ * kept as its record says, and everything but get and list of it is
+ * -ENOTSUP, saying why. */
 struct mgr_class {
         const char *name;   /* a sandbox name (names.h), e.g. "default" */
         const char *driver; /* runtime driver (rt_driver); NULL = the first opened */
         const char *image;  /* NULL = mgr_config.default_image */
 };
 
-/* The class an attach that names none gets; the warm pool runs it. */
+/* The class an attach that names none gets. */
 #define MGR_DEFAULT_CLASS "default"
+
+/* A warm pool: sandboxes of one driver started ahead of time, with no
+ * owner, from the default image, so that an attach of a new name costs a
+ * rename instead of a start. An attach creating a sandbox takes one from
+ * the pool of the driver its class names when the class's image is the
+ * default one and the network the daemon's default; the record then gets
+ * the attach's name and class.
+ *
+ * The driver must rename a running sandbox (RT_CAP_HOSTNAME): a warm
+ * sandbox is booted before its name is known, and one whose driver could
+ * not rename it would have to be started again under its name, costing
+ * the attach more than no pool at all. mgr_open refuses such a pool. */
+struct mgr_pool {
+        const char *driver; /* an opened runtime driver (rt_driver); NULL = the first */
+        int64_t size;       /* 0 to MGR_MAX_POOL sandboxes kept started */
+};
 
 struct mgr_config {
         const char *state_dir;
@@ -71,7 +96,10 @@ struct mgr_config {
         int64_t max_age_ms;
         int64_t max_per_deployment;
         bool allow_unknown_accounts;
-        int64_t pool_size; /* sandboxes kept started ahead of time */
+        /* The warm pools, one per driver at most (read by mgr_open
+         * only); NULL (or n_pools 0) = none. */
+        const struct mgr_pool *pools;
+        size_t n_pools;
         struct rt_limits limits;
         /* The classes offered, borrowed for the manager's life. NULL (or
          * n_classes 0) = one, MGR_DEFAULT_CLASS: the first driver and
@@ -101,14 +129,15 @@ struct mgr_caller {
 int mgr_open(const struct mgr_config *cfg, struct store *st, struct rt *rt, struct manager **ret,
              struct sbx_error *err);
 void mgr_close(struct manager *m);
-/* Stop the warm pool and destroy its sandboxes (mgr_close does this too);
+/* Stop the warm pools and destroy their sandboxes (mgr_close does this too);
  * for a shutdown that cannot wait for requests still in flight. */
 void mgr_stop_pool(struct manager *m);
 
 /* ---- control plane ---- */
 /* Create on first call, resume a suspended one, start a stopped one.
- * sandbox_class: one of the configured classes (-ENOTSUP otherwise), or
- * NULL for MGR_DEFAULT_CLASS. network: "nat", "none" or NULL (the
+ * sandbox_class: one of the configured classes (-ENOTSUP otherwise, and
+ * for a new sandbox of a class whose driver the host cannot run), or NULL
+ * for MGR_DEFAULT_CLASS. network: "nat", "none" or NULL (the
  * daemon's default). Both are chosen at creation: naming another one for
  * an existing sandbox is -EBUSY.
  * ret_id: the incarnation id the data-plane credential is bound to. */
@@ -160,7 +189,7 @@ void mgr_upload_done(struct manager *m, struct sandbox *sb, const char *name);
 /* ---- operations ---- */
 struct mgr_stats {
         uint64_t sandboxes[SBX_NSTATES]; /* by state */
-        uint64_t pool;                   /* warm sandboxes ready to be taken */
+        uint64_t pool;                   /* warm sandboxes ready to be taken, all pools */
         uint64_t transitions;            /* every state change */
         uint64_t created, deleted, reclaimed, suspended, resumed, started, bring_up_failures;
 };

@@ -1,8 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* The warm pool: pool_size sandboxes of the default class started ahead of
- * time, with no owner (deployment "") and in no table, so that an attach of
- * a new name costs a rename instead of a start. One thread keeps it full,
- * one start at a time; the entries never outlive the daemon. */
+/* The warm pools: for each driver that has one (mgr_config.pools), `size`
+ * sandboxes started ahead of time from the default image, with no owner
+ * (deployment "") and in no table, so that an attach of a new name costs a
+ * rename instead of a start. A thread per pool keeps it full, one start at
+ * a time, so a driver whose starts fail or are slow never holds up the
+ * other's pool; the entries never outlive the daemon.
+ *
+ * An entry is of its driver, not of a class: an attach takes one from the
+ * pool of the driver its class names (with two classes on one driver,
+ * such as `default` and `ns`, both take from the same pool), and the
+ * entry's record gets the class the attach named. */
 #include "manager-internal.h"
 
 #include <stdio.h>
@@ -11,8 +18,62 @@
 
 #include "../common/log.h"
 
-/* A slot and a store row for a new entry. */
-static int pool_insert(struct manager *m, const struct mgr_class *cls, struct store_sandbox *rec)
+static int pool_add(struct manager *m, const struct mgr_pool *want, struct sbx_error *err)
+{
+        const struct rt_driver *d = rt_driver(m->rt, want->driver);
+        const char *name = want->driver ? want->driver : "(default)";
+        if (want->size < 0 || want->size > MGR_MAX_POOL)
+                return sbx_error_say(err, EINVAL, "warm pool of driver '%s': size must be 0-%d",
+                                     name, MGR_MAX_POOL);
+        if (want->size == 0)
+                return 0;
+        if (!d)
+                return sbx_error_say(err, EINVAL, "warm pool of driver '%s': no such driver here",
+                                     name);
+        if (!(d->caps & RT_CAP_HOSTNAME))
+                return sbx_error_say(err, EINVAL,
+                                     "warm pool of driver '%s': it cannot rename a running "
+                                     "sandbox, so a warm one could not take its name",
+                                     d->name);
+        for (size_t i = 0; i < m->n_pools; i++)
+                if (!strcmp(m->pools[i].driver, d->name))
+                        return sbx_error_say(err, EINVAL, "warm pool of driver '%s' twice",
+                                             d->name);
+        if (m->n_pools == ARRAY_SIZE(m->pools))
+                return sbx_error_say(err, EINVAL, "more than %zu warm pools", ARRAY_SIZE(m->pools));
+        struct pool *p = &m->pools[m->n_pools++];
+        *p = (struct pool){.m = m, .driver = d->name, .size = (size_t)want->size};
+        pthread_cond_init(&p->cond, NULL);
+        return 0;
+}
+
+int pool_init(struct manager *m, struct sbx_error *err)
+{
+        for (size_t i = 0; m->cfg.pools && i < m->cfg.n_pools; i++) {
+                int r = pool_add(m, &m->cfg.pools[i], err);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+void pool_free(struct manager *m)
+{
+        for (size_t i = 0; i < m->n_pools; i++)
+                pthread_cond_destroy(&m->pools[i].cond);
+        m->n_pools = 0;
+}
+
+size_t pool_ready_locked(const struct manager *m)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < m->n_pools; i++)
+                n += m->pools[i].n;
+        return n;
+}
+
+/* A slot and a store row for a new entry of p. */
+static int pool_insert(struct manager *m, const struct pool *p, struct store_sandbox *rec)
 {
         memset(rec, 0, sizeof(*rec));
         pthread_mutex_lock(&m->lock);
@@ -21,8 +82,9 @@ static int pool_insert(struct manager *m, const struct mgr_class *cls, struct st
         if (r < 0)
                 return r;
         snprintf(rec->name, sizeof(rec->name), "pool-%u", rec->slot);
-        snprintf(rec->sandbox_class, sizeof(rec->sandbox_class), "%s", cls->name);
-        snprintf(rec->image, sizeof(rec->image), "%s", class_image(m, cls));
+        /* No class until an attach takes it. */
+        snprintf(rec->image, sizeof(rec->image), "%s", m->cfg.default_image);
+        snprintf(rec->driver, sizeof(rec->driver), "%s", p->driver);
         rec->state = SBX_STOPPED;
         rec->created_at = rec->last_active_at = rec->state_since = now_ms();
         r = store_sandbox_insert(m->store, rec, NULL);
@@ -53,13 +115,12 @@ static int pool_boot(struct manager *m, struct sandbox *sb)
         return 0;
 }
 
-/* Start one owner-less sandbox of the default class. */
-static struct sandbox *pool_launch(struct manager *m)
+/* Start one owner-less sandbox of p's driver. */
+static struct sandbox *pool_launch(struct manager *m, const struct pool *p)
 {
-        const struct mgr_class *cls = class_find(m, MGR_DEFAULT_CLASS);
         struct store_sandbox rec;
         struct sandbox *sb = NULL;
-        if (!cls || pool_insert(m, cls, &rec) < 0)
+        if (pool_insert(m, p, &rec) < 0)
                 return NULL;
         if (sandbox_new(m, &rec, &sb) == 0 && pool_boot(m, sb) == 0)
                 return sb;
@@ -80,32 +141,34 @@ void pool_destroy(struct manager *m, struct sandbox *sb)
         sandbox_unref(sb);
 }
 
-/* No image yet, or no room: wait before the next try, longer each time
- * (2 s to 64 s), or until woken. m->lock held. */
-static void pool_backoff_locked(struct manager *m, int failures)
+/* No image yet, no room, or the driver's starts fail: wait before the
+ * next try, longer each time (2 s to 64 s), or until woken (an entry of p
+ * was taken, or the daemon stops). m->lock held. */
+static void pool_backoff_locked(struct pool *p, int failures)
 {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 1 << failures;
-        pthread_cond_timedwait(&m->pool_cond, &m->lock, &ts);
+        pthread_cond_timedwait(&p->cond, &p->m->lock, &ts);
 }
 
-/* Keep the pool full: one start at a time, in the background. */
+/* Keep pool p full: one start at a time, in the background. */
 static void *pool_main(void *arg)
 {
-        struct manager *m = arg;
+        struct pool *p = arg;
+        struct manager *m = p->m;
         int failures = 0;
         pthread_mutex_lock(&m->lock);
         while (!m->stopping) {
-                if (m->pool_n >= (size_t)m->cfg.pool_size) {
-                        pthread_cond_wait(&m->pool_cond, &m->lock);
+                if (p->n >= p->size) {
+                        pthread_cond_wait(&p->cond, &m->lock);
                         continue;
                 }
                 pthread_mutex_unlock(&m->lock);
-                struct sandbox *sb = pool_launch(m);
+                struct sandbox *sb = pool_launch(m, p);
                 pthread_mutex_lock(&m->lock);
                 if (sb && !m->stopping) {
-                        m->pool[m->pool_n++] = sb;
+                        p->ready[p->n++] = sb;
                         failures = 0;
                 } else if (sb) {
                         pthread_mutex_unlock(&m->lock);
@@ -113,7 +176,7 @@ static void *pool_main(void *arg)
                         pthread_mutex_lock(&m->lock);
                 } else if (!m->stopping) {
                         failures = MIN(failures + 1, 6);
-                        pool_backoff_locked(m, failures);
+                        pool_backoff_locked(p, failures);
                 }
         }
         pthread_mutex_unlock(&m->lock);
@@ -122,50 +185,76 @@ static void *pool_main(void *arg)
 
 void pool_start(struct manager *m)
 {
-        if (m->cfg.pool_size <= 0 || !class_find(m, MGR_DEFAULT_CLASS))
-                return;
-        if (pthread_create(&m->pool_thread, NULL, pool_main, m) == 0)
-                m->pool_thread_started = true;
+        for (size_t i = 0; i < m->n_pools; i++) {
+                struct pool *p = &m->pools[i];
+                if (pthread_create(&p->thread, NULL, pool_main, p) == 0)
+                        p->thread_started = true;
+        }
 }
 
 void pool_stop(struct manager *m)
 {
         pthread_mutex_lock(&m->lock);
         m->stopping = true;
-        pthread_cond_broadcast(&m->pool_cond);
+        for (size_t i = 0; i < m->n_pools; i++)
+                pthread_cond_broadcast(&m->pools[i].cond);
         pthread_mutex_unlock(&m->lock);
-        if (m->pool_thread_started)
-                pthread_join(m->pool_thread, NULL);
-        m->pool_thread_started = false;
+        for (size_t i = 0; i < m->n_pools; i++) {
+                struct pool *p = &m->pools[i];
+                if (p->thread_started)
+                        pthread_join(p->thread, NULL);
+                p->thread_started = false;
+        }
         /* Pool entries belong to no one: they do not outlive the daemon. */
         pthread_mutex_lock(&m->lock);
-        while (m->pool_n > 0) {
-                struct sandbox *sb = m->pool[--m->pool_n];
-                pthread_mutex_unlock(&m->lock);
-                pool_destroy(m, sb);
-                pthread_mutex_lock(&m->lock);
+        for (size_t i = 0; i < m->n_pools; i++) {
+                struct pool *p = &m->pools[i];
+                while (p->n > 0) {
+                        struct sandbox *sb = p->ready[--p->n];
+                        pthread_mutex_unlock(&m->lock);
+                        pool_destroy(m, sb);
+                        pthread_mutex_lock(&m->lock);
+                }
         }
         pthread_mutex_unlock(&m->lock);
 }
 
-struct sandbox *pool_take_locked(struct manager *m, const struct mgr_caller *c, const char *name,
-                                 const char *cls, const char *network)
+/* The pool an attach of cls with network may take from, or NULL. m->lock
+ * held. */
+static struct pool *pool_for_locked(struct manager *m, const struct mgr_class *cls,
+                                    const char *network)
 {
-        if (m->pool_n == 0 || strcmp(cls, MGR_DEFAULT_CLASS) || strcmp(network, default_network(m)))
+        if (strcmp(network, default_network(m)) ||
+            strcmp(class_image(m, cls), m->cfg.default_image))
                 return NULL;
-        struct sandbox *sb = m->pool[m->pool_n - 1];
+        const char *driver = class_driver(m, cls);
+        for (size_t i = 0; i < m->n_pools; i++)
+                if (!strcmp(m->pools[i].driver, driver))
+                        return m->pools[i].n > 0 ? &m->pools[i] : NULL;
+        return NULL;
+}
+
+struct sandbox *pool_take_locked(struct manager *m, const struct mgr_caller *c, const char *name,
+                                 const struct mgr_class *cls, const char *network)
+{
+        struct pool *p = pool_for_locked(m, cls, network);
+        if (!p)
+                return NULL;
+        struct sandbox *sb = p->ready[p->n - 1];
         int64_t now = now_ms();
-        if (store_sandbox_assign(m->store, sb->rec.id, c->deployment, c->account, name, cls, now,
-                                 NULL) < 0)
+        if (store_sandbox_assign(m->store, sb->rec.id, c->deployment, c->account, name, cls->name,
+                                 now, NULL) < 0)
                 return NULL; /* the store said no: keep the entry pooled, make a fresh one */
-        m->pool_n--;
+        p->n--;
         snprintf(sb->rec.deployment, sizeof(sb->rec.deployment), "%s", c->deployment);
         snprintf(sb->rec.account, sizeof(sb->rec.account), "%s", c->account);
         snprintf(sb->rec.name, sizeof(sb->rec.name), "%s", name);
+        snprintf(sb->rec.sandbox_class, sizeof(sb->rec.sandbox_class), "%s", cls->name);
+        sb->cls = cls;
         sb->rec.created_at = sb->rec.last_active_at = sb->rec.state_since = now;
         atomic_store(&sb->last_active, now);
         sb->from_pool = true;
-        pthread_cond_signal(&m->pool_cond);
+        pthread_cond_signal(&p->cond); /* its thread refills it */
         return sb;
 }
 
@@ -176,7 +265,9 @@ void pool_rename_locked(struct manager *m, struct sandbox *sb)
         sandbox_spec(m, sb, NULL, &spec);
         if (rt_set_hostname(m->rt, &spec, sb->init_pid, sb->rec.name, &err) == 0)
                 return;
-        /* Costs the warm start, not the attach. */
+        /* Only a rename that fails at run time gets here (a pool's driver
+         * can rename, pool_init checks): it costs the warm start, not the
+         * attach. */
         log_warn("sandbox name=%s: cannot rename a warm sandbox (%s); starting it cold",
                  sb->rec.name, err.msg);
         rt_stop(m->rt, &spec, NULL);

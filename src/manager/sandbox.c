@@ -8,11 +8,6 @@
 
 #include "../common/log.h"
 
-/* The driver name of a sandbox whose class is no longer offered: no
- * driver has it, so every runtime call for it fails with -ENOTSUP instead
- * of reaching a driver the sandbox was not made by. */
-#define NO_DRIVER "(class not offered)"
-
 const struct mgr_class *class_find(const struct manager *m, const char *name)
 {
         for (size_t i = 0; i < m->n_classes; i++)
@@ -24,6 +19,39 @@ const struct mgr_class *class_find(const struct manager *m, const char *name)
 const char *class_image(const struct manager *m, const struct mgr_class *cls)
 {
         return cls->image ? cls->image : m->cfg.default_image;
+}
+
+const char *class_driver(const struct manager *m, const struct mgr_class *cls)
+{
+        const struct rt_driver *first = rt_driver(m->rt, NULL);
+        return cls->driver ? cls->driver : first ? first->name : "";
+}
+
+/* Why the host cannot run driver: rt_unavailable's reason, or that this
+ * daemon has no such driver at all. */
+static const char *why_unavailable(const struct manager *m, const char *driver)
+{
+        const char *why = rt_unavailable(m->rt, driver);
+        return why ? why : "this sandboxd has no such runtime driver";
+}
+
+int class_unavailable(const struct manager *m, const struct mgr_class *cls, struct sbx_error *err)
+{
+        const char *driver = class_driver(m, cls);
+        if (rt_driver(m->rt, driver))
+                return 0;
+        return sbx_error_say(err, ENOTSUP, "sandbox class '%s' is not available on this host: %s",
+                             cls->name, why_unavailable(m, driver));
+}
+
+int sandbox_driver_check(const struct manager *m, const struct sandbox *sb, struct sbx_error *err)
+{
+        if (rt_driver(m->rt, sb->rec.driver))
+                return 0;
+        return sbx_error_say(err, ENOTSUP,
+                             "sandbox '%s' was created under the %s driver, which is not "
+                             "available on this host: %s",
+                             sb->rec.name, sb->rec.driver, why_unavailable(m, sb->rec.driver));
 }
 
 static int sandbox_dial(void *ctx, int *ret_fd, struct sbx_error *err)
@@ -89,7 +117,11 @@ const char *network_of(const struct manager *m, const struct sandbox *sb)
 int sandbox_spec(struct manager *m, struct sandbox *sb, char *rootfs, struct rt_spec *spec)
 {
         *spec = (struct rt_spec){
-            .driver = sb->cls ? sb->cls->driver : NO_DRIVER,
+            /* Its own, never its class's current one: a class may name
+             * another driver since (default_class), and a sandbox is only
+             * ever reached through the driver that made it. One that is
+             * not here makes every runtime call -ENOTSUP. */
+            .driver = sb->rec.driver,
             .id = sb->rec.id,
             .dir = sb->dir,
             .rootfs = rootfs ? rootfs : "",

@@ -38,6 +38,7 @@ static const char schema[] = "CREATE TABLE IF NOT EXISTS sandboxes ("
                              "  state_since INTEGER NOT NULL,"
                              "  slot INTEGER NOT NULL UNIQUE,"
                              "  network TEXT NOT NULL DEFAULT '',"
+                             "  driver TEXT NOT NULL DEFAULT 'ns',"
                              "  UNIQUE (deployment, name));"
                              "CREATE TABLE IF NOT EXISTS accounts ("
                              "  account TEXT PRIMARY KEY,"
@@ -50,7 +51,10 @@ static const char schema[] = "CREATE TABLE IF NOT EXISTS sandboxes ("
  *   1  added sandboxes.network.
  *   2  sandboxes.state holds the manager's number instead of a name; the
  *      names version 1 wrote are turned into their numbers (anything else
- *      into 2, stopped, which is how version 1 read an unknown name). */
+ *      into 2, stopped, which is how version 1 read an unknown name).
+ *   3  added sandboxes.driver, the runtime driver a sandbox was created
+ *      under; the rows before it get "ns", the only driver there was (and
+ *      the default keeps it so for a row an older sandboxd inserts). */
 static int user_version(sqlite3 *db)
 {
         sqlite3_stmt *stmt = NULL;
@@ -90,6 +94,12 @@ static int migrate(sqlite3 *db, char **msg)
                                   "PRAGMA user_version = 2;"
                                   "COMMIT;",
                                   NULL, NULL, msg);
+        if (rc == SQLITE_OK && version < 3 && !sandboxes_have(db, "driver"))
+                rc = sqlite3_exec(
+                    db, "ALTER TABLE sandboxes ADD COLUMN driver TEXT NOT NULL DEFAULT 'ns'", NULL,
+                    NULL, msg);
+        if (rc == SQLITE_OK && version < 3)
+                rc = sqlite3_exec(db, "PRAGMA user_version = 3", NULL, NULL, msg);
         return rc;
 }
 
@@ -178,8 +188,8 @@ int store_sandbox_insert(struct store *st, struct store_sandbox *sb, struct sbx_
         if (sqlite3_prepare_v2(
                 st->db,
                 "INSERT INTO sandboxes (deployment, account, name, class, image, state,"
-                " created_at, last_active_at, state_since, slot, network)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                " created_at, last_active_at, state_since, slot, network, driver)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 -1, &stmt, NULL) != SQLITE_OK) {
                 r = db_error(st, err, "prepare insert");
                 goto out;
@@ -195,6 +205,7 @@ int store_sandbox_insert(struct store *st, struct store_sandbox *sb, struct sbx_
         sqlite3_bind_int64(stmt, 9, sb->state_since);
         sqlite3_bind_int64(stmt, 10, sb->slot);
         sqlite3_bind_text(stmt, 11, sb->network, -1, SQLITE_STATIC);
+        sqlite3_bind_text(stmt, 12, sb->driver, -1, SQLITE_STATIC);
         if (sqlite3_step(stmt) != SQLITE_DONE) {
                 r = db_error(st, err, "insert sandbox");
                 goto out;
@@ -259,7 +270,7 @@ int store_sandbox_list(struct store *st, struct store_sandbox **ret, size_t *ret
         if (sqlite3_prepare_v2(
                 st->db,
                 "SELECT id, deployment, account, name, class, image, state, created_at,"
-                " last_active_at, state_since, slot, network FROM sandboxes ORDER BY id",
+                " last_active_at, state_since, slot, network, driver FROM sandboxes ORDER BY id",
                 -1, &stmt, NULL) != SQLITE_OK) {
                 r = db_error(st, err, "prepare list");
                 goto out;
@@ -289,6 +300,7 @@ int store_sandbox_list(struct store *st, struct store_sandbox **ret, size_t *ret
                 sb->state_since = sqlite3_column_int64(stmt, 9);
                 sb->slot = (uint32_t)sqlite3_column_int64(stmt, 10);
                 copy_col(sb->network, sizeof(sb->network), stmt, 11);
+                copy_col(sb->driver, sizeof(sb->driver), stmt, 12);
         }
         if (rc != SQLITE_DONE)
                 r = db_error(st, err, "list sandboxes");

@@ -22,9 +22,10 @@ struct store_sandbox {
         char name[SBX_NAME_MAX + 1];
         char sandbox_class[SBX_NAME_MAX + 1];
         char image[65];
-        char network[8];    /* "nat" or "none" */
-        int state;          /* the manager's (enum sbx_state) */
-        int64_t created_at; /* ms since the epoch */
+        char network[8];               /* "nat" or "none" */
+        char driver[SBX_NAME_MAX + 1]; /* the runtime driver it was created under */
+        int state;                     /* the manager's (enum sbx_state) */
+        int64_t created_at;            /* ms since the epoch */
         int64_t last_active_at;
         int64_t state_since;
         uint32_t slot; /* index of its host uid range */

@@ -51,18 +51,27 @@ static int fail(struct sbx_error *err, int errnum, const char *what)
         return sbx_error_set(err, errnum, "fake driver: %s", what);
 }
 
+/* As a driver the host cannot run says so (rt_open leaves it out). */
+static int fake_open(struct fake *f, void **ret_state, struct sbx_error *err)
+{
+        pthread_mutex_lock(&f->lock);
+        f->opens++;
+        const char *why = f->unavailable;
+        pthread_mutex_unlock(&f->lock);
+        if (why)
+                return sbx_error_say(err, ENOTSUP, "%s", why);
+        *ret_state = f;
+        return 0;
+}
+
 static int open_a(const struct rt_config *cfg, void **ret_state, struct sbx_error *err)
 {
-        fake_a.opens++;
-        *ret_state = &fake_a;
-        return 0;
+        return fake_open(&fake_a, ret_state, err);
 }
 
 static int open_b(const struct rt_config *cfg, void **ret_state, struct sbx_error *err)
 {
-        fake_b.opens++;
-        *ret_state = &fake_b;
-        return 0;
+        return fake_open(&fake_b, ret_state, err);
 }
 
 static void fake_close(void *state)
@@ -262,13 +271,17 @@ static int fake_set_hostname(void *state, const struct rt_spec *spec, pid_t init
         return r;
 }
 
-#define FAKE_OPS                                                                                   \
-        .caps = RT_CAP_HOSTNAME, .close = fake_close, .start = fake_start, .freeze = fake_freeze,  \
-        .thaw = fake_thaw, .stop = fake_stop, .destroy = fake_destroy, .is_alive = fake_is_alive,  \
-        .any_alive = fake_any_alive, .dial = fake_dial, .set_hostname = fake_set_hostname
+/* Every operation but the optional rename. */
+#define FAKE_BASE_OPS                                                                              \
+        .close = fake_close, .start = fake_start, .freeze = fake_freeze, .thaw = fake_thaw,        \
+        .stop = fake_stop, .destroy = fake_destroy, .is_alive = fake_is_alive,                     \
+        .any_alive = fake_any_alive, .dial = fake_dial
+#define FAKE_OPS FAKE_BASE_OPS, .caps = RT_CAP_HOSTNAME, .set_hostname = fake_set_hostname
 
 const struct rt_driver fake_driver_a = {.name = "fake", .open = open_a, FAKE_OPS};
 const struct rt_driver fake_driver_b = {.name = "fake-b", .open = open_b, FAKE_OPS};
+/* fake-b as a driver that cannot rename a running sandbox. */
+const struct rt_driver fake_driver_b_fixed_name = {.name = "fake-b", .open = open_b, FAKE_BASE_OPS};
 
 bool fake_box(struct fake *f, uint64_t id, struct fake_box *ret)
 {

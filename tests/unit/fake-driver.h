@@ -9,7 +9,8 @@
  *
  * Two drivers share the code, "fake" and "fake-b", each with its own
  * state (fake_a, fake_b), so a test can tell which driver a sandbox runs
- * under. Reset a state with fake_reset() before its rt_open. */
+ * under. Reset a state with fake_reset() before its rt_open; set its
+ * `unavailable` before an rt_open to have the host "not run" it. */
 #pragma once
 
 #include <pthread.h>
@@ -47,10 +48,13 @@ struct fake {
         bool fail_start;           /* every start fails (-EIO) */
         const char *fail_start_of; /* starts of this hostname fail (-EIO) */
         bool fail_rename;          /* set_hostname fails (-EIO) */
+        const char *unavailable;   /* open fails with -ENOTSUP, saying this */
 };
 
 extern struct fake fake_a, fake_b;
 extern const struct rt_driver fake_driver_a, fake_driver_b;
+/* fake-b without RT_CAP_HOSTNAME (no set_hostname), for the same state. */
+extern const struct rt_driver fake_driver_b_fixed_name;
 
 void fake_reset(struct fake *f);
 /* A copy of the box of sandbox id: false when there is none. */

@@ -3,7 +3,9 @@
  * manager, and the fake runtime driver (fake-driver.h) behind rt_open, so
  * that nothing is forked. Caps under racing attaches, a delete during an
  * attach, the idle rule, the warm pool and its fallbacks, the start-up
- * reconciliation, classes and their drivers, and the timers' independence
+ * reconciliation, classes and their drivers (a sandbox stays under the
+ * driver it was made by, whatever its class names later, and one whose
+ * driver is gone is kept, untouched), and the timers' independence
  * of a slow transition.
  *
  * The manager runs on real clocks: the lifecycle tests use timeouts of a
@@ -45,6 +47,20 @@ struct fixture {
 
 static const struct mgr_caller alice = {.deployment = "dep", .account = "alice"};
 
+static const struct rt_driver *const drivers[] = {&fake_driver_a, &fake_driver_b};
+
+/* The default class on the first driver, "gv" on the second. */
+static const struct mgr_class with_gv[] = {
+    {.name = "default", .driver = "fake"},
+    {.name = "gv", .driver = "fake-b"},
+};
+
+static int open_runtime(struct fixture *f)
+{
+        struct rt_config rc = {.drivers = drivers, .n_drivers = 2};
+        return rt_open(&rc, &f->rt, NULL);
+}
+
 static void msleep(int ms)
 {
         struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
@@ -83,9 +99,7 @@ static int setup(void **state)
                 return -1;
         fake_reset(&fake_a);
         fake_reset(&fake_b);
-        static const struct rt_driver *const drivers[] = {&fake_driver_a, &fake_driver_b};
-        struct rt_config rc = {.drivers = drivers, .n_drivers = 2};
-        if (rt_open(&rc, &f->rt, NULL) < 0)
+        if (open_runtime(f) < 0)
                 return -1;
         f->cfg = (struct mgr_config){
             .state_dir = f->state,
@@ -126,6 +140,34 @@ static void reopen_manager(struct fixture *f)
         mgr_close(f->m);
         f->m = NULL;
         open_manager(f);
+}
+
+/* The daemon goes away and comes back, its runtime opened again (the host
+ * may run other drivers by now); its sandboxes live on meanwhile. */
+static void restart_daemon(struct fixture *f)
+{
+        mgr_close(f->m);
+        f->m = NULL;
+        rt_close(f->rt);
+        f->rt = NULL;
+        if (open_runtime(f) < 0)
+                fail_msg("rt_open");
+        open_manager(f);
+}
+
+/* The driver the store keeps for name. */
+static void assert_driver(struct fixture *f, const char *name, const char *driver)
+{
+        struct store_sandbox *v = NULL;
+        size_t n = 0;
+        assert_int_equal(store_sandbox_list(f->st, &v, &n, NULL), 0);
+        const char *found = NULL;
+        for (size_t i = 0; i < n; i++)
+                if (!strcmp(v[i].name, name))
+                        found = v[i].driver;
+        assert_non_null(found);
+        assert_string_equal(found, driver);
+        free(v);
 }
 
 static uint64_t attach_ok(struct fixture *f, const struct mgr_caller *c, const char *name,
@@ -170,6 +212,20 @@ static bool wait_pool(struct fixture *f, uint64_t want)
 {
         for (int waited = 0; waited < WAIT_MS; waited += 10) {
                 if (pool_ready(f) == want)
+                        return true;
+                msleep(10);
+        }
+        return false;
+}
+
+/* The reclaim is counted just after the sandbox leaves the table, so a
+ * get may find it gone a moment before the counter says so. */
+static bool wait_reclaimed(struct fixture *f, uint64_t want)
+{
+        for (int waited = 0; waited < WAIT_MS; waited += 10) {
+                struct mgr_stats st;
+                mgr_stats(f->m, &st);
+                if (st.reclaimed == want)
                         return true;
                 msleep(10);
         }
@@ -404,9 +460,7 @@ static void test_suspended_ttl_reclaims(void **state)
         attach_ok(f, &alice, "ttl", NULL);
         assert_true(wait_state(f, "ttl", SBX_SUSPENDED));
         assert_true(wait_state(f, "ttl", -ENOENT));
-        struct mgr_stats st;
-        mgr_stats(f->m, &st);
-        assert_int_equal(st.reclaimed, 1);
+        assert_true(wait_reclaimed(f, 1));
         assert_int_equal(FAKE_COUNT(fake_a, destroys), 1);
         assert_nothing_left(f);
 }
@@ -419,19 +473,21 @@ static void test_max_age_reclaims(void **state)
         attach_ok(f, &alice, "old", NULL);
         assert_true(wait_state(f, "old", -ENOENT));
         assert_int_equal(FAKE_COUNT(fake_a, freezes), 0); /* never idle: reclaimed while running */
-        struct mgr_stats st;
-        mgr_stats(f->m, &st);
-        assert_int_equal(st.reclaimed, 1);
+        assert_true(wait_reclaimed(f, 1));
         assert_nothing_left(f);
 }
 
 /* ---- the warm pool ---- */
 
+/* One warm sandbox of the first driver (that of the default class). */
+static const struct mgr_pool one_warm[] = {{.driver = NULL, .size = 1}};
+
 /* A new name takes the warm sandbox: renamed, not started. */
 static void test_pool_assign(void **state)
 {
         struct fixture *f = *state;
-        f->cfg.pool_size = 1;
+        f->cfg.pools = one_warm;
+        f->cfg.n_pools = 1;
         open_manager(f);
         assert_true(wait_pool(f, 1));
         assert_int_equal(FAKE_COUNT(fake_a, starts), 1);
@@ -452,7 +508,8 @@ static void test_pool_assign(void **state)
 static void test_pool_rename_fails(void **state)
 {
         struct fixture *f = *state;
-        f->cfg.pool_size = 1;
+        f->cfg.pools = one_warm;
+        f->cfg.n_pools = 1;
         open_manager(f);
         assert_true(wait_pool(f, 1));
         FAKE_SET(fake_a, fail_rename, true);
@@ -470,7 +527,8 @@ static void test_pool_rename_fails(void **state)
 static void test_pool_empty(void **state)
 {
         struct fixture *f = *state;
-        f->cfg.pool_size = 1;
+        f->cfg.pools = one_warm;
+        f->cfg.n_pools = 1;
         FAKE_SET(fake_a, fail_start_of, "sandbox");
         open_manager(f);
         assert_true(wait_count(&fake_a, &fake_a.starts, 1)); /* the pool tried */
@@ -482,6 +540,143 @@ static void test_pool_empty(void **state)
         assert_string_equal(box.hostname, "cold");
         /* What the failed pool start reserved is given back. */
         assert_true(wait_rows(f, 1));
+}
+
+/* A pool per driver: an attach takes a warm sandbox of the driver its
+ * class names, the record gets the class the attach named, and only that
+ * pool refills. */
+static void test_pool_per_driver(void **state)
+{
+        struct fixture *f = *state;
+        static const struct mgr_class classes[] = {
+            {.name = "default", .driver = "fake"},
+            {.name = "ns", .driver = "fake"},
+            {.name = "gv", .driver = "fake-b"},
+        };
+        static const struct mgr_pool pools[] = {{.driver = "fake", .size = 1},
+                                                {.driver = "fake-b", .size = 1}};
+        f->cfg.classes = classes;
+        f->cfg.n_classes = 3;
+        f->cfg.pools = pools;
+        f->cfg.n_pools = 2;
+        open_manager(f);
+        assert_true(wait_pool(f, 2));
+        assert_int_equal(FAKE_COUNT(fake_a, starts), 1);
+        assert_int_equal(FAKE_COUNT(fake_b, starts), 1);
+        uint64_t g = attach_ok(f, &alice, "g", "gv");
+        assert_int_equal(FAKE_COUNT(fake_b, renames), 1);
+        assert_int_equal(FAKE_COUNT(fake_a, renames), 0);
+        struct fake_box box;
+        assert_true(fake_box(&fake_b, g, &box) && box.alive);
+        assert_string_equal(box.hostname, "g");
+        struct mgr_record rec;
+        assert_int_equal(mgr_get(f->m, &alice, "g", &rec, NULL), 0);
+        assert_string_equal(rec.sandbox_class, "gv");
+        assert_driver(f, "g", "fake-b");
+        assert_true(wait_pool(f, 2));
+        assert_int_equal(FAKE_COUNT(fake_b, starts), 2);
+        assert_int_equal(FAKE_COUNT(fake_a, starts), 1);
+        /* Two classes of one driver take from its one pool. */
+        uint64_t n = attach_ok(f, &alice, "n", "ns");
+        assert_int_equal(FAKE_COUNT(fake_a, renames), 1);
+        assert_true(fake_box(&fake_a, n, &box) && box.alive);
+        assert_string_equal(box.hostname, "n");
+        assert_true(wait_pool(f, 2));
+        uint64_t d = attach_ok(f, &alice, "d", NULL);
+        assert_int_equal(FAKE_COUNT(fake_a, renames), 2);
+        assert_true(fake_box(&fake_a, d, &box) && box.alive);
+        assert_int_equal(mgr_get(f->m, &alice, "n", &rec, NULL), 0);
+        assert_string_equal(rec.sandbox_class, "ns");
+        assert_int_equal(mgr_get(f->m, &alice, "d", &rec, NULL), 0);
+        assert_string_equal(rec.sandbox_class, "default");
+        /* What the records say survives a restart: each class as named, and
+         * the pools' entries are gone with the daemon. */
+        reopen_manager(f);
+        assert_int_equal(mgr_get(f->m, &alice, "g", &rec, NULL), 0);
+        assert_string_equal(rec.sandbox_class, "gv");
+        assert_int_equal(attach_ok(f, &alice, "g", "gv"), g);
+        assert_int_equal(FAKE_COUNT(fake_b, thaws) + FAKE_COUNT(fake_a, thaws), 0);
+}
+
+/* A warm sandbox of one driver is never handed to an attach of a class of
+ * another: that attach starts cold under its own driver, and the pool
+ * keeps its entry for its own. */
+static void test_pool_not_for_another_driver(void **state)
+{
+        struct fixture *f = *state;
+        static const struct mgr_pool pools[] = {{.driver = "fake-b", .size = 1}};
+        f->cfg.classes = with_gv;
+        f->cfg.n_classes = 2;
+        f->cfg.pools = pools;
+        f->cfg.n_pools = 1;
+        f->cfg.limits.network = RT_NET_NAT; /* the pool's; "none" on request */
+        open_manager(f);
+        assert_true(wait_pool(f, 1));
+        uint64_t id = attach_ok(f, &alice, "n", NULL);
+        assert_int_equal(FAKE_COUNT(fake_a, starts), 1);
+        assert_int_equal(FAKE_COUNT(fake_b, renames), 0);
+        assert_int_equal(pool_ready(f), 1);
+        struct fake_box box;
+        assert_true(fake_box(&fake_a, id, &box));
+        assert_string_equal(box.hostname, "n");
+        assert_false(fake_box(&fake_b, id, &box));
+        assert_driver(f, "n", "fake");
+        /* Nor to an attach that asks for another network than the pool's. */
+        struct mgr_record rec;
+        uint64_t other;
+        assert_int_equal(mgr_attach(f->m, &alice, "x", "gv", "none", &other, &rec, NULL), 0);
+        assert_int_equal(FAKE_COUNT(fake_b, renames), 0);
+        attach_ok(f, &alice, "g", "gv");
+        assert_int_equal(FAKE_COUNT(fake_b, renames), 1);
+}
+
+/* A pool is of a driver that is here and can rename a running sandbox
+ * (else a warm one could never take its name), at most MGR_MAX_POOL big,
+ * one per driver; a pool of size 0 is none, whatever its driver. */
+static void test_pool_config(void **state)
+{
+        struct fixture *f = *state;
+        static const struct mgr_pool big[] = {{.driver = "fake", .size = MGR_MAX_POOL + 1}};
+        static const struct mgr_pool absent[] = {{.driver = "gvisor", .size = 1}};
+        static const struct mgr_pool twice[] = {{.driver = "fake", .size = 1},
+                                                {.driver = NULL, .size = 1}};
+        static const struct mgr_pool none[] = {{.driver = "gvisor", .size = 0}};
+        static const struct mgr_pool fixed[] = {{.driver = "fake-b", .size = 1}};
+        static const struct {
+                const struct mgr_pool *pools;
+                size_t n;
+                const char *msg;
+        } bad[] = {
+            {big, 1, "warm pool of driver 'fake': size must be 0-16"},
+            {absent, 1, "warm pool of driver 'gvisor': no such driver here"},
+            {twice, 2, "warm pool of driver 'fake' twice"},
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                struct sbx_error err = {0};
+                f->cfg.pools = bad[i].pools;
+                f->cfg.n_pools = bad[i].n;
+                assert_int_equal(mgr_open(&f->cfg, f->st, f->rt, &f->m, &err), -EINVAL);
+                assert_string_equal(err.msg, bad[i].msg);
+                f->m = NULL;
+        }
+        f->cfg.pools = none;
+        f->cfg.n_pools = 1;
+        open_manager(f);
+        mgr_close(f->m);
+        f->m = NULL;
+        /* fake-b, as a driver without a rename. */
+        rt_close(f->rt);
+        static const struct rt_driver *const fixed_name[] = {&fake_driver_a,
+                                                             &fake_driver_b_fixed_name};
+        struct rt_config rc = {.drivers = fixed_name, .n_drivers = 2};
+        assert_int_equal(rt_open(&rc, &f->rt, NULL), 0);
+        struct sbx_error err = {0};
+        f->cfg.pools = fixed;
+        assert_int_equal(mgr_open(&f->cfg, f->st, f->rt, &f->m, &err), -EINVAL);
+        assert_string_equal(err.msg, "warm pool of driver 'fake-b': it cannot rename a running "
+                                     "sandbox, so a warm one could not take its name");
+        f->m = NULL;
+        assert_int_equal(FAKE_COUNT(fake_a, starts) + FAKE_COUNT(fake_b, starts), 0);
 }
 
 /* ---- restart reconciliation ---- */
@@ -564,8 +759,10 @@ static void test_class_selects_driver(void **state)
         assert_int_equal(FAKE_COUNT(fake_b, thaws), 1);
 }
 
-/* A sandbox whose class is no longer offered is never run by another
- * driver: its attach says the class is not offered. */
+/* A sandbox whose class is no longer offered is not used any more, and
+ * never run by another driver: its attach says the class is not offered,
+ * even while it still runs. Its own driver, which its record names, still
+ * removes it. */
 static void test_class_withdrawn(void **state)
 {
         struct fixture *f = *state;
@@ -581,8 +778,8 @@ static void test_class_withdrawn(void **state)
         assert_int_equal(mgr_attach(f->m, &alice, "b", NULL, NULL, &id, &rec, &err), -ENOTSUP);
         assert_string_equal(err.msg, "sandbox class 'other' is not offered");
         assert_int_equal(FAKE_COUNT(fake_a, starts), 0);
-        /* Nor removed by another: its driver is not known. */
-        assert_int_equal(mgr_delete(f->m, &alice, "b", NULL), -ENOTSUP);
+        assert_int_equal(mgr_delete(f->m, &alice, "b", NULL), 0);
+        assert_int_equal(FAKE_COUNT(fake_b, destroys), 1);
         assert_int_equal(FAKE_COUNT(fake_a, destroys), 0);
         assert_int_equal(FAKE_COUNT(fake_a, stops), 0);
 }
@@ -607,6 +804,161 @@ static void test_class_config(void **state)
         assert_int_equal(mgr_get(f->m, &alice, "a", &rec, NULL), 0);
         assert_string_equal(rec.sandbox_class, "default");
         assert_int_equal(FAKE_COUNT(fake_a, starts), 1);
+}
+
+/* Each class names its driver, "default" included: a sandbox is created
+ * under its class's driver, and its record keeps the class asked for and
+ * that driver. */
+static void test_class_driver_resolution(void **state)
+{
+        struct fixture *f = *state;
+        static const struct mgr_class classes[] = {
+            {.name = "default", .driver = "fake-b"},
+            {.name = "a", .driver = "fake"},
+            {.name = "b", .driver = "fake-b"},
+        };
+        f->cfg.classes = classes;
+        f->cfg.n_classes = 3;
+        open_manager(f);
+        attach_ok(f, &alice, "d", NULL);
+        assert_int_equal(FAKE_COUNT(fake_b, starts), 1);
+        assert_int_equal(FAKE_COUNT(fake_a, starts), 0);
+        attach_ok(f, &alice, "x", "a");
+        assert_int_equal(FAKE_COUNT(fake_a, starts), 1);
+        attach_ok(f, &alice, "y", "b");
+        assert_int_equal(FAKE_COUNT(fake_b, starts), 2);
+        struct mgr_record rec;
+        assert_int_equal(mgr_get(f->m, &alice, "d", &rec, NULL), 0);
+        assert_string_equal(rec.sandbox_class, "default");
+        assert_driver(f, "d", "fake-b");
+        assert_driver(f, "x", "fake");
+        assert_driver(f, "y", "fake-b");
+        /* Naming the default class outright is the same class. */
+        attach_ok(f, &alice, "d", "default");
+        assert_int_equal(FAKE_COUNT(fake_b, starts), 2);
+}
+
+/* The operator points "default" at another driver between two runs: the
+ * sandboxes made before stay under the driver they were made by, for
+ * every call (reconnect, resume, stop, delete); new ones get the new one. */
+static void test_default_class_switch(void **state)
+{
+        struct fixture *f = *state;
+        static const struct mgr_class before[] = {{.name = "default", .driver = "fake"}};
+        static const struct mgr_class after[] = {{.name = "default", .driver = "fake-b"}};
+        f->cfg.classes = before;
+        f->cfg.n_classes = 1;
+        open_manager(f);
+        uint64_t old = attach_ok(f, &alice, "old", NULL);
+        uint64_t frozen = attach_ok(f, &alice, "frozen", NULL);
+        assert_int_equal(mgr_stop(f->m, &alice, "frozen", NULL), 0);
+        f->cfg.classes = after;
+        reopen_manager(f);
+        /* Found alive under its own driver at start-up: still running. */
+        assert_int_equal(state_of(f, "old"), SBX_RUNNING);
+        assert_int_equal(state_of(f, "frozen"), SBX_SUSPENDED);
+        assert_int_equal(attach_ok(f, &alice, "old", NULL), old);
+        assert_int_equal(attach_ok(f, &alice, "frozen", NULL), frozen);
+        assert_int_equal(FAKE_COUNT(fake_a, thaws), 1);
+        struct mgr_record rec;
+        assert_int_equal(mgr_get(f->m, &alice, "old", &rec, NULL), 0);
+        assert_string_equal(rec.sandbox_class, "default");
+        assert_int_equal(mgr_stop(f->m, &alice, "old", NULL), 0);
+        assert_int_equal(FAKE_COUNT(fake_a, freezes), 2);
+        /* A lost agent is restarted by its own driver too. */
+        struct sandbox *sb;
+        assert_int_equal(mgr_enter(f->m, "dep", "frozen", frozen, &sb, NULL), 0);
+        fake_agent_down(&fake_a, frozen);
+        assert_int_equal(mgr_recover(f->m, sb, NULL), 0);
+        mgr_leave(f->m, sb);
+        assert_int_equal(FAKE_COUNT(fake_a, starts), 3);
+        /* Nothing of theirs ever reached the new default's driver. */
+        assert_int_equal(FAKE_COUNT(fake_b, starts) + FAKE_COUNT(fake_b, thaws) +
+                             FAKE_COUNT(fake_b, freezes) + FAKE_COUNT(fake_b, stops) +
+                             FAKE_COUNT(fake_b, dials),
+                         0);
+        uint64_t fresh = attach_ok(f, &alice, "new", NULL);
+        assert_int_equal(FAKE_COUNT(fake_b, starts), 1);
+        struct fake_box box;
+        assert_true(fake_box(&fake_b, fresh, &box) && box.alive);
+        assert_driver(f, "old", "fake");
+        assert_driver(f, "new", "fake-b");
+        assert_int_equal(mgr_delete(f->m, &alice, "old", NULL), 0);
+        assert_int_equal(FAKE_COUNT(fake_a, destroys), 1);
+        assert_int_equal(FAKE_COUNT(fake_b, destroys), 0);
+}
+
+/* A class whose driver the host cannot run is offered, and an attach of it
+ * is told why it cannot be had; an unknown class is not offered. Neither
+ * creates anything. */
+static void test_class_unavailable(void **state)
+{
+        struct fixture *f = *state;
+        rt_close(f->rt);
+        FAKE_SET(fake_b, unavailable, "runsc not found");
+        assert_int_equal(open_runtime(f), 0);
+        assert_null(rt_driver(f->rt, "fake-b"));
+        f->cfg.classes = with_gv;
+        f->cfg.n_classes = 2;
+        open_manager(f);
+        struct sbx_error err = {0};
+        struct mgr_record rec;
+        uint64_t id;
+        assert_int_equal(mgr_attach(f->m, &alice, "g", "gv", NULL, &id, &rec, &err), -ENOTSUP);
+        assert_string_equal(err.msg,
+                            "sandbox class 'gv' is not available on this host: runsc not found");
+        assert_int_equal(mgr_attach(f->m, &alice, "u", "gpu", NULL, &id, &rec, &err), -ENOTSUP);
+        assert_string_equal(err.msg, "sandbox class 'gpu' is not offered");
+        assert_int_equal(store_rows(f), 0);
+        assert_int_equal(state_of(f, "g"), -ENOENT);
+        assert_int_equal(FAKE_COUNT(fake_a, starts), 0);
+        /* The other classes are unaffected. */
+        attach_ok(f, &alice, "d", NULL);
+        assert_int_equal(FAKE_COUNT(fake_a, starts), 1);
+}
+
+/* The driver a sandbox was made by is gone from the host (runsc removed):
+ * the sandbox is kept as its record says, every call that needs its
+ * driver says why it cannot be had, and no other driver is ever asked.
+ * Once its driver is back, it is found where it was. */
+static void test_driver_gone(void **state)
+{
+        struct fixture *f = *state;
+        f->cfg.classes = with_gv;
+        f->cfg.n_classes = 2;
+        open_manager(f);
+        uint64_t id = attach_ok(f, &alice, "g", "gv");
+        attach_ok(f, &alice, "s", "gv");
+        assert_int_equal(mgr_stop(f->m, &alice, "s", NULL), 0);
+        FAKE_SET(fake_b, unavailable, "runsc not found");
+        restart_daemon(f);
+        assert_int_equal(state_of(f, "g"), SBX_RUNNING);
+        assert_int_equal(state_of(f, "s"), SBX_SUSPENDED);
+        struct sbx_error err = {0};
+        struct mgr_record rec;
+        uint64_t got;
+        static const char why[] = "sandbox 'g' was created under the fake-b driver, which is "
+                                  "not available on this host: runsc not found";
+        assert_int_equal(mgr_attach(f->m, &alice, "g", NULL, NULL, &got, &rec, &err), -ENOTSUP);
+        assert_string_equal(err.msg, why);
+        assert_int_equal(mgr_attach(f->m, &alice, "g", "gv", NULL, &got, &rec, &err), -ENOTSUP);
+        struct sandbox *sb;
+        assert_int_equal(mgr_enter(f->m, "dep", "g", id, &sb, &err), -ENOTSUP);
+        assert_string_equal(err.msg, why);
+        assert_int_equal(mgr_stop(f->m, &alice, "g", &err), -ENOTSUP);
+        assert_int_equal(mgr_delete(f->m, &alice, "g", &err), -ENOTSUP);
+        assert_int_equal(mgr_delete(f->m, &alice, "s", &err), -ENOTSUP);
+        assert_int_equal(store_rows(f), 2);
+        assert_int_equal(state_of(f, "g"), SBX_RUNNING);
+        assert_int_equal(FAKE_COUNT(fake_a, starts) + FAKE_COUNT(fake_a, stops) +
+                             FAKE_COUNT(fake_a, destroys) + FAKE_COUNT(fake_a, dials),
+                         0);
+        /* runsc is back: the sandbox still runs, and answers. */
+        FAKE_SET(fake_b, unavailable, NULL);
+        restart_daemon(f);
+        assert_int_equal(attach_ok(f, &alice, "g", NULL), id);
+        assert_int_equal(FAKE_COUNT(fake_b, starts), 2);
+        assert_int_equal(mgr_delete(f->m, &alice, "s", NULL), 0);
 }
 
 /* ---- the timers never wait for a transition ---- */
@@ -667,10 +1019,17 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_pool_assign, setup, teardown),
             cmocka_unit_test_setup_teardown(test_pool_rename_fails, setup, teardown),
             cmocka_unit_test_setup_teardown(test_pool_empty, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_pool_per_driver, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_pool_not_for_another_driver, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_pool_config, setup, teardown),
             cmocka_unit_test_setup_teardown(test_restart_reconciliation, setup, teardown),
             cmocka_unit_test_setup_teardown(test_class_selects_driver, setup, teardown),
             cmocka_unit_test_setup_teardown(test_class_withdrawn, setup, teardown),
             cmocka_unit_test_setup_teardown(test_class_config, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_class_driver_resolution, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_default_class_switch, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_class_unavailable, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_driver_gone, setup, teardown),
             cmocka_unit_test_setup_teardown(test_timers_not_held_by_a_start, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

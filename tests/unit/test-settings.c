@@ -75,6 +75,10 @@ static void test_defaults(void **st)
         assert_int_equal(s.max_body_bytes, 16 << 20);
         assert_int_equal(s.idle_timeout_ms, 15 * 60 * 1000);
         assert_int_equal(s.pool_size, 2);
+        assert_string_equal(s.default_class, "ns");
+        assert_string_equal(s.gvisor_platform, "auto");
+        assert_null(s.runsc); /* `runsc` on PATH */
+        assert_int_equal(s.gvisor_pool_size, 0);
         assert_string_equal(s.url, "http://127.0.0.1:1");
         settings_free(&s);
 }
@@ -83,6 +87,9 @@ static void test_bounds(void **st)
 {
         assert_int_equal(VALUE("--pool-size", "16", pool_size), 16);
         expect_refused("--pool-size", "17");
+        assert_int_equal(VALUE("--gvisor-pool-size", "16", gvisor_pool_size), 16);
+        expect_refused("--gvisor-pool-size", "17");
+        expect_refused("--gvisor-pool-size", "auto");
         expect_refused("--max-connections", "0");
         assert_int_equal(VALUE("--max-connections", "1048576", max_connections), 1048576);
         expect_refused("--max-connections", "4294967297");
@@ -149,6 +156,21 @@ static void test_enums(void **st)
         expect_refused("--network", "bridge");
         expect_refused("--network", "NAT");
         expect_refused("--log-level", "verbose");
+        assert_int_equal(parse(&s, "--default-class", "gvisor"), 0);
+        assert_string_equal(s.default_class, "gvisor");
+        settings_free(&s);
+        expect_refused("--default-class", "default");
+        expect_refused("--default-class", "runc");
+        assert_int_equal(parse(&s, "--gvisor-platform", "ptrace"), 0);
+        assert_string_equal(s.gvisor_platform, "ptrace");
+        settings_free(&s);
+        assert_int_equal(parse(&s, "--gvisor-platform", "systrap"), 0);
+        settings_free(&s);
+        /* Never kvm. */
+        expect_refused("--gvisor-platform", "kvm");
+        assert_int_equal(parse(&s, "--runsc", "/opt/gvisor/runsc"), 0);
+        assert_string_equal(s.runsc, "/opt/gvisor/runsc");
+        settings_free(&s);
 }
 
 /* The config file is held to the same table. */
@@ -158,12 +180,16 @@ static void test_config_file(void **st)
         snprintf(conf, sizeof(conf), "%s/sandboxd.conf", state);
         FILE *f = fopen(conf, "w");
         assert_non_null(f);
-        fputs("# a comment\npool_size = 3\nnetwork = \"none\"\n", f);
+        fputs("# a comment\npool_size = 3\nnetwork = \"none\"\ndefault_class = gvisor\n"
+              "gvisor_pool_size = 1\n",
+              f);
         fclose(f);
         struct settings s;
         assert_int_equal(parse(&s, "--listen", "127.0.0.1:1"), 0);
         assert_int_equal(s.pool_size, 3);
         assert_string_equal(s.network, "none");
+        assert_string_equal(s.default_class, "gvisor");
+        assert_int_equal(s.gvisor_pool_size, 1);
         settings_free(&s);
         f = fopen(conf, "w");
         fputs("pool_size = 99\n", f);

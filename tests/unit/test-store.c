@@ -41,6 +41,7 @@ static struct store_sandbox rec(const char *dep, const char *name, uint32_t slot
         snprintf(sb.sandbox_class, sizeof(sb.sandbox_class), "default");
         snprintf(sb.image, sizeof(sb.image), "tiny");
         snprintf(sb.network, sizeof(sb.network), "none");
+        snprintf(sb.driver, sizeof(sb.driver), "ns");
         sb.state = SBX_RUNNING;
         sb.created_at = sb.last_active_at = sb.state_since = 1000 + slot;
         sb.slot = slot;
@@ -54,6 +55,7 @@ static void test_records(void **state)
         unlink(path);
         assert_int_equal(store_open(path, &st, &err), 0);
         struct store_sandbox a = rec("d1", "a", 0), b = rec("d1", "b", 1);
+        snprintf(b.driver, sizeof(b.driver), "gvisor");
         assert_int_equal(store_sandbox_insert(st, &a, &err), 0);
         assert_int_equal(store_sandbox_insert(st, &b, &err), 0);
         assert_true(b.id > a.id);
@@ -79,6 +81,9 @@ static void test_records(void **state)
         assert_int_equal(v[0].state, SBX_SUSPENDED);
         assert_int_equal(v[0].state_since, 5000);
         assert_string_equal(v[0].network, "none");
+        assert_string_equal(v[0].driver, "ns");
+        /* An assign gives a new owner, name and class; the driver stays. */
+        assert_string_equal(v[1].driver, "gvisor");
         assert_string_equal(v[1].deployment, "d3");
         assert_string_equal(v[1].account, "acct2");
         assert_string_equal(v[1].name, "c");
@@ -117,9 +122,25 @@ static void test_accounts(void **state)
         store_close(st);
 }
 
+/* The user_version of the store at path. */
+static int version_of(const char *file)
+{
+        sqlite3 *db;
+        sqlite3_stmt *stmt = NULL;
+        int v = -1;
+        assert_int_equal(sqlite3_open(file, &db), SQLITE_OK);
+        if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, NULL) == SQLITE_OK &&
+            sqlite3_step(stmt) == SQLITE_ROW)
+                v = sqlite3_column_int(stmt, 0);
+        sqlite3_finalize(stmt);
+        sqlite3_close(db);
+        return v;
+}
+
 /* A store made before networks were per sandbox opens, gains the column,
  * and keeps its rows (network "" = the daemon's default); the state names
- * older stores wrote become the manager's numbers. */
+ * older stores wrote become the manager's numbers; every row was made by
+ * the ns driver, the only one there was. */
 static void test_migration(void **state)
 {
         unlink(path);
@@ -155,12 +176,72 @@ static void test_migration(void **state)
         assert_int_equal(v[0].state, SBX_STOPPED);
         assert_int_equal(v[1].state, SBX_RUNNING);
         assert_int_equal(v[2].state, SBX_SUSPENDED);
+        for (size_t i = 0; i < n; i++)
+                assert_string_equal(v[i].driver, "ns");
         free(v);
         struct store_sandbox b = rec("d", "new", 5);
         assert_int_equal(store_sandbox_insert(st, &b, &err), 0);
         store_close(st);
         /* A second open finds it current. */
         assert_int_equal(store_open(path, &st, &err), 0);
+        store_close(st);
+        assert_int_equal(version_of(path), 3);
+}
+
+/* A store of version 2 (state numbers, networks, no driver) gains the
+ * driver column: its sandboxes were all made by the ns driver, and stay
+ * so whatever a daemon's settings say now. Rows inserted afterwards keep
+ * the driver they are given. */
+static void test_migration_driver(void **state)
+{
+        unlink(path);
+        sqlite3 *db;
+        assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+        assert_int_equal(
+            sqlite3_exec(db,
+                         "CREATE TABLE sandboxes (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                         " deployment TEXT NOT NULL, account TEXT NOT NULL,"
+                         " name TEXT NOT NULL, class TEXT NOT NULL, image TEXT NOT NULL,"
+                         " state INTEGER NOT NULL, created_at INTEGER NOT NULL,"
+                         " last_active_at INTEGER NOT NULL, state_since INTEGER NOT NULL,"
+                         " slot INTEGER NOT NULL UNIQUE, network TEXT NOT NULL DEFAULT '',"
+                         " UNIQUE (deployment, name));"
+                         "CREATE TABLE accounts (account TEXT PRIMARY KEY,"
+                         " enabled INTEGER NOT NULL, max_sandboxes INTEGER NOT NULL DEFAULT 0);"
+                         "INSERT INTO sandboxes VALUES (3, 'd', 'a', 'x', 'default',"
+                         " 'tiny', 0, 1, 2, 3, 0, 'nat');"
+                         "INSERT INTO sandboxes VALUES (4, '', '', 'pool-1', 'default',"
+                         " 'tiny', 0, 1, 2, 3, 1, '');"
+                         "PRAGMA user_version = 2;",
+                         NULL, NULL, NULL),
+            SQLITE_OK);
+        sqlite3_close(db);
+        struct store *st = NULL;
+        struct sbx_error err = {0};
+        assert_int_equal(store_open(path, &st, &err), 0);
+        struct store_sandbox *v = NULL;
+        size_t n = 0;
+        assert_int_equal(store_sandbox_list(st, &v, &n, &err), 0);
+        assert_int_equal(n, 2);
+        assert_string_equal(v[0].name, "x");
+        assert_string_equal(v[0].network, "nat");
+        assert_int_equal(v[0].state, SBX_RUNNING);
+        assert_string_equal(v[0].driver, "ns");
+        assert_string_equal(v[1].driver, "ns");
+        free(v);
+        struct store_sandbox g = rec("d", "g", 7);
+        snprintf(g.driver, sizeof(g.driver), "gvisor");
+        assert_int_equal(store_sandbox_insert(st, &g, &err), 0);
+        store_close(st);
+        assert_int_equal(version_of(path), 3);
+        /* Opened again: nothing to migrate, nothing changed. */
+        assert_int_equal(store_open(path, &st, &err), 0);
+        assert_int_equal(store_sandbox_list(st, &v, &n, &err), 0);
+        assert_int_equal(n, 3);
+        assert_string_equal(v[0].driver, "ns");
+        assert_string_equal(v[2].name, "g");
+        assert_string_equal(v[2].driver, "gvisor");
+        free(v);
         store_close(st);
 }
 
@@ -170,6 +251,7 @@ int main(void)
             cmocka_unit_test(test_records),
             cmocka_unit_test(test_accounts),
             cmocka_unit_test(test_migration),
+            cmocka_unit_test(test_migration_driver),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -96,7 +96,7 @@ void files_read(struct api_call *c, struct api_resp *resp)
         if (get_root(a, c->sb, &root, resp) < 0)
                 return;
         struct stat st;
-        inroot_become(mgr_sandbox_uid(a->mgr, c->sb));
+        inroot_become(mgr_sandbox_root_uid(a->mgr, c->sb));
         int fd = open_for_read(root, path, &st);
         inroot_unbecome();
         if (fd < 0) {
@@ -175,7 +175,7 @@ void files_list(struct api_call *c, struct api_resp *resp)
         if (get_root(a, c->sb, &root, resp) < 0)
                 return;
         json_t *arr = json_array();
-        inroot_become(mgr_sandbox_uid(a->mgr, c->sb));
+        inroot_become(mgr_sandbox_root_uid(a->mgr, c->sb));
         int r = list_path(root, path, arr);
         inroot_unbecome();
         if (r == -E2BIG) {
@@ -295,7 +295,7 @@ void files_upload(struct api_call *c, struct api_resp *resp)
         }
         /* The upload holds the sandbox until it ends. */
         u->sb = TAKE_PTR(c->sb);
-        u->uid = mgr_sandbox_uid(a->mgr, u->sb);
+        u->uid = mgr_sandbox_root_uid(a->mgr, u->sb);
         u->max = (uint64_t)a->cfg.max_file_bytes;
         _cleanup_close_ int root = -1;
         if (get_root(a, u->sb, &root, resp) < 0) {

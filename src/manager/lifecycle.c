@@ -71,7 +71,7 @@ static int sweep_root(void *ctx, int *ret_fd)
 /* sb's agent answers: remove what uploads of an earlier run left. */
 static void sweep_uploads(struct manager *m, struct sandbox *sb)
 {
-        int n = uploads_sweep(sb->dir, m->run, mgr_sandbox_uid(m, sb), sweep_root, sb);
+        int n = uploads_sweep(sb->dir, m->run, mgr_sandbox_root_uid(m, sb), sweep_root, sb);
         if (n > 0)
                 log_info("sandbox name=%s: removed %d unfinished upload(s) of an earlier run",
                          sb->rec.name, n);

@@ -565,6 +565,13 @@ uint32_t mgr_sandbox_uid(struct manager *m, const struct sandbox *sb)
         return m->cfg.uid_base + sb->rec.slot * MGR_UID_RANGE;
 }
 
+uint32_t mgr_sandbox_root_uid(struct manager *m, struct sandbox *sb)
+{
+        struct rt_spec spec;
+        sandbox_spec(m, sb, NULL, &spec);
+        return rt_caps(m->rt, &spec) & RT_CAP_ID_SHIFT ? spec.uid_base : 0;
+}
+
 bool mgr_sandbox_gone(const struct sandbox *sb)
 {
         return atomic_load(&sb->gone) || atomic_load(&sb->dying);

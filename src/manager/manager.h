@@ -169,8 +169,12 @@ const struct agent_peer *mgr_agent(struct sandbox *sb);
 /* An O_PATH fd of its "/" for the file endpoints: from its driver, or
  * handed over by its agent. */
 int mgr_root(struct manager *m, struct sandbox *sb, int *ret_fd, struct sbx_error *err);
-/* The host uid (and gid) that is root inside the sandbox. */
+/* The first host uid (and gid) of the sandbox's id range. */
 uint32_t mgr_sandbox_uid(struct manager *m, const struct sandbox *sb);
+/* The host uid its files carry for its root, which the file endpoints act
+ * as: the range's first where its driver shifts ids (ns), else 0 (gvisor:
+ * its own kernel owns the ids, root is 0 in the files it writes). */
+uint32_t mgr_sandbox_root_uid(struct manager *m, struct sandbox *sb);
 /* An agent call found no agent listening: if the sandbox's processes are
  * gone, mark it stopped and start it again. 0 when it runs again. */
 int mgr_recover(struct manager *m, struct sandbox *sb, struct sbx_error *err);

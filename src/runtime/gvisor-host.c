@@ -82,6 +82,35 @@ static int mount_root(int dirfd, const struct rt_spec *spec, bool on_disk, struc
         return fs_attach(fs, target, MOUNT_ATTR_NODEV, "overlay", err);
 }
 
+/* The mount points of the sandbox's own kernel (its proc, sys and dev):
+ * on the host they are plain directories of its tree, which the file
+ * endpoints must not take for the sandbox's files. An empty read-only
+ * tmpfs over each makes them read as empty and refuse writes, as they do
+ * through the ns class's view; inside, gVisor mounts its own over them. */
+static const char *const masked[] = {"proc", "sys", "dev"};
+
+static int mount_masks(int root, struct sbx_error *err)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(masked); i++) {
+                _cleanup_close_ int target = -1, fs = -1;
+                int r = subdir(root, masked[i], 0555, &target, err);
+                if (r < 0)
+                        return r;
+                if ((fs = fsopen("tmpfs", FSOPEN_CLOEXEC)) < 0)
+                        return sbx_error_set(err, errno, "fsopen tmpfs");
+                if (fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0) < 0 ||
+                    fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0555", 0) < 0)
+                        return sbx_error_set(err, errno, "configure a mask of /%s", masked[i]);
+                r = fs_attach(fs, target,
+                              MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                  MOUNT_ATTR_NOEXEC,
+                              masked[i], err);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 /* /tmp: a tmpfs of its own size (the host enforces it), and the
  * mount points of sandbox-init and its socket directory. */
 static int mount_tmp_and_targets(int dirfd, const struct rt_spec *spec, struct sbx_error *err)
@@ -109,7 +138,7 @@ static int mount_tmp_and_targets(int dirfd, const struct rt_spec *spec, struct s
                 return sbx_error_set(err, errno, "configure the sandbox's /tmp");
         if ((r = fs_attach(fs, tmp, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, "/tmp", err)) < 0)
                 return r;
-        if ((r = subdir(root, ".sbx", 0755, &sbx, err)) < 0)
+        if ((r = mount_masks(root, err)) < 0 || (r = subdir(root, ".sbx", 0755, &sbx, err)) < 0)
                 return r;
         _cleanup_close_ int agent = -1;
         if ((r = subdir(sbx, "agent", 0700, &agent, err)) < 0)
@@ -121,26 +150,35 @@ static int mount_tmp_and_targets(int dirfd, const struct rt_spec *spec, struct s
         return 0;
 }
 
-int gv_host_unmount(int dirfd, struct sbx_error *err)
+/* Unmount name (a directory of parent, not followed if a link). */
+static int unmount_at(int parent, const char *name, struct sbx_error *err)
 {
-        static const char *const order[] = {"root/tmp", "root", "disk"};
-        for (size_t i = 0; i < ARRAY_SIZE(order); i++) {
-                /* An umount of a path follows links: root/tmp is the
-                 * sandbox's, so it goes only as a mount point of root/. */
-                while (is_mounted(dirfd, order[i])) {
-                        char path[64];
-                        _cleanup_close_ int parent =
-                            openat(dirfd, i == 0 ? "root" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-                        if (parent < 0)
-                                return sbx_error_set(err, errno, "open the sandbox dir");
-                        snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", parent,
-                                 i == 0 ? "tmp" : order[i]);
-                        if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
-                                return sbx_error_set(err, errno, "unmount %s of the sandbox",
-                                                     order[i]);
-                }
+        while (is_mounted(parent, name)) {
+                char path[64 + NAME_MAX];
+                snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", parent, name);
+                if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+                        return sbx_error_set(err, errno, "unmount %s of the sandbox", name);
         }
         return 0;
+}
+
+int gv_host_unmount(int dirfd, struct sbx_error *err)
+{
+        /* An umount of a path follows links: root/tmp and the masks are
+         * the sandbox's, so they go only as mount points of root/. */
+        _cleanup_close_ int root =
+            openat(dirfd, "root", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int r = 0;
+        if (root >= 0 && is_mounted(dirfd, "root")) {
+                r = unmount_at(root, "tmp", err);
+                for (size_t i = 0; r == 0 && i < ARRAY_SIZE(masked); i++)
+                        r = unmount_at(root, masked[i], err);
+        }
+        if (r == 0)
+                r = unmount_at(dirfd, "root", err);
+        if (r == 0)
+                r = unmount_at(dirfd, "disk", err);
+        return r;
 }
 
 int gv_host_mount(int dirfd, const struct rt_spec *spec, struct sbx_error *err)

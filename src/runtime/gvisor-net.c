@@ -56,6 +56,8 @@ static int net_build(struct net_job *j)
                 return r;
         if (setns(sb, CLONE_NEWNET) < 0)
                 return sbx_error_set(&j->err, errno, "enter the sandbox's netns");
+        if ((r = net_loopback_up(&j->err)) < 0)
+                return r;
         return net_sandbox_setup(&j->net, &j->err);
 }
 

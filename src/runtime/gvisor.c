@@ -160,8 +160,9 @@ static int gv_call(const struct gv_rt *g, const struct gv_call *c, struct sbx_er
                                          c->netns_fd >= 0 ? "--network=sandbox" : "--network=none",
                                          "--overlay2=none",
                                          "--file-access=shared",
-                                         "--ignore-cgroups"};
-        size_t n = 8;
+                                         "--ignore-cgroups",
+                                         "--net-raw"};
+        size_t n = 9;
         for (size_t i = 0; c->args[i]; i++) {
                 if (n + 1 >= GV_MAX_ARGS)
                         return sbx_error_set(err, E2BIG, "runsc: too many arguments");

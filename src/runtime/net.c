@@ -588,6 +588,13 @@ int net_veth_create(const struct ns_net_cfg *cfg, uint32_t hint, int netns_fd, s
         return 0;
 }
 
+int net_loopback_up(struct sbx_error *err)
+{
+        int ifindex = (int)if_nametoindex("lo");
+        int r = ifindex > 0 ? nl_link_up(ifindex) : -errno;
+        return r < 0 ? sbx_error_set(err, -r, "bring up lo in the sandbox") : 0;
+}
+
 int net_sandbox_setup(const struct ns_net *n, struct sbx_error *err)
 {
         int ifindex = (int)if_nametoindex("eth0");

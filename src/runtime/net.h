@@ -50,3 +50,6 @@ int net_veth_create(const struct ns_net_cfg *cfg, uint32_t hint, int netns_fd, s
 /* In the launcher, after entering the sandbox's netns: address eth0 and
  * route through the host end. */
 int net_sandbox_setup(const struct ns_net *n, struct sbx_error *err);
+/* In a sandbox's netns: loopback up (a runtime that takes the namespace's
+ * interfaces over, gVisor's, makes its own lo only from an up one). */
+int net_loopback_up(struct sbx_error *err);

@@ -1,7 +1,9 @@
 // Named sandboxes end to end: attach, exec, isolation, persistence, errors.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Daemon, Client, sleep, HAVE_DEBIAN } from "./lib/daemon.mjs";
+import { readFileSync } from "node:fs";
+import { release } from "node:os";
+import { Daemon, Client, sleep, HAVE_DEBIAN, GVISOR } from "./lib/daemon.mjs";
 
 let d, c;
 before(async () => {
@@ -55,6 +57,18 @@ test("two sandboxes see neither each other's files nor processes", async () => {
   const b = await c.sh("iso-b", "ls /workspace; ls /proc | grep -c '^[0-9]'; ps -o pid,args");
   assert.doesNotMatch(b.stdout, /only-a/);
   assert.doesNotMatch(b.stdout, /sleep 300/);
+  if (GVISOR) {
+    // A kernel of its own each: their boot ids differ, and neither is the
+    // host's; namespace ids mean nothing across kernels.
+    const boot = "cat /proc/sys/kernel/random/boot_id";
+    const [ba, bb] = [(await c.sh("iso-a", boot)).stdout, (await c.sh("iso-b", boot)).stdout];
+    assert.notEqual(ba, bb);
+    assert.notEqual(ba, readFileSync("/proc/sys/kernel/random/boot_id", "utf8"));
+    // The workload's PID 1 is the guard of its pid namespace, not sandbox-init.
+    const p1 = await c.sh("iso-b", "cat /proc/1/comm");
+    assert.equal(p1.stdout, "sandbox-guard\n");
+    return;
+  }
   const nsline = "for n in pid mnt net user ipc uts; do readlink /proc/self/ns/$n; done";
   const ns = (await c.sh("iso-a", nsline)).stdout.trim().split("\n");
   const nsb = (await c.sh("iso-b", nsline)).stdout.trim().split("\n");
@@ -65,15 +79,26 @@ test("two sandboxes see neither each other's files nor processes", async () => {
   assert.match(p1.stdout, /sandbox-init/);
 });
 
+// The interfaces a sandbox has, from /proc/net/dev (gVisor's /sys has no
+// class/net).
+const IFACES = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\\n' ' '";
+
 test("the sandbox runs in its own namespaces, as root of its own user namespace", async () => {
-  const r = await c.sh("nsinfo", "cat /proc/self/uid_map; ls /sys/class/net");
+  const r = await c.sh("nsinfo", "cat /proc/self/uid_map; uname -r; id -u");
   const lines = r.stdout.trim().split("\n");
   const [inside, outside, count] = lines[0].trim().split(/\s+/).map(Number);
   assert.equal(inside, 0);
-  assert.ok(outside >= 65536, `mapped to host uid ${outside}`);
-  assert.equal(count, 65536);
+  assert.equal(lines.at(-1), "0", "root inside");
+  if (GVISOR) {
+    // Its own kernel: the ids are that kernel's, not mapped onto the host's.
+    assert.notEqual(lines[1], release(), "not the host's kernel");
+  } else {
+    assert.ok(outside >= 65536, `mapped to host uid ${outside}`);
+    assert.equal(count, 65536);
+    assert.equal(lines[1], release());
+  }
   // Its own network namespace: loopback, and under nat its own eth0.
-  for (const ifname of lines.slice(1)) assert.ok(["lo", "eth0"].includes(ifname), ifname);
+  for (const ifname of (await c.sh("nsinfo", IFACES)).stdout.trim().split(" ")) assert.ok(["lo", "eth0"].includes(ifname), ifname);
 });
 
 test("network is chosen per sandbox at creation: nat by default, or none", async () => {
@@ -82,8 +107,8 @@ test("network is chosen per sandbox at creation: nat by default, or none", async
   const none = await c.control("POST", "/v1/sandboxes/net-none/attach", { network: "none" });
   assert.equal(none.status, 200);
   assert.equal(none.body.network, "none");
-  assert.equal((await c.sh("net-default", "ls /sys/class/net | sort | tr '\\n' ' '")).stdout, "eth0 lo ");
-  assert.equal((await c.sh("net-none", "ls /sys/class/net")).stdout, "lo\n");
+  assert.equal((await c.sh("net-default", IFACES)).stdout, "eth0 lo ");
+  assert.equal((await c.sh("net-none", IFACES)).stdout, "lo ");
   assert.equal((await c.control("GET", "/v1/sandboxes/net-none")).body.network, "none");
   // Attaching again with the same (or no) network is fine; another is a conflict.
   assert.equal((await c.control("POST", "/v1/sandboxes/net-none/attach", { network: "none" })).status, 200);

@@ -170,7 +170,12 @@ int gv_host_unmount(int dirfd, struct sbx_error *err)
             openat(dirfd, "root", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         int r = 0;
         if (root >= 0 && is_mounted(dirfd, "root")) {
-                r = unmount_at(root, "tmp", err);
+                _cleanup_close_ int etc =
+                    openat(root, "etc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (etc >= 0)
+                        r = unmount_at(etc, "resolv.conf", err);
+                if (r == 0)
+                        r = unmount_at(root, "tmp", err);
                 for (size_t i = 0; r == 0 && i < ARRAY_SIZE(masked); i++)
                         r = unmount_at(root, masked[i], err);
         }

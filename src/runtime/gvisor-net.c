@@ -92,8 +92,19 @@ static int resolv_write(int dirfd, const char *text, bool *ret_bind, struct sbx_
         if (f >= 0)
                 close(f);
         struct stat st;
-        *ret_bind =
-            fstatat(etc, "resolv.conf", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+        if (fstatat(etc, "resolv.conf", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+                return 0;
+        /* The host's view too, so that the file endpoints find it
+         * read-only, as the sandbox does. */
+        _cleanup_close_ int target = openat(etc, "resolv.conf", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int tree =
+            open_tree(dirfd, "resolv.conf", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                            MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC};
+        if (target < 0 || tree < 0 || mount_setattr(tree, "", AT_EMPTY_PATH, &ro, sizeof(ro)) < 0 ||
+            move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                return sbx_error_set(err, errno, "bind resolv.conf in the sandbox");
+        *ret_bind = true;
         return 0;
 }
 
@@ -104,6 +115,7 @@ int gv_net_up(const struct ns_net_cfg *cfg, int dirfd, const struct rt_spec *spe
         if (!cfg || !cfg->enabled)
                 return sbx_error_set(err, ENOTSUP,
                                      "network nat is not enabled on this daemon (network = none)");
+        gv_net_down(dirfd); /* a pin left by a run that did not stop */
         struct net_job j = {.cfg = cfg, .spec = spec, .dirfd = dirfd, .result = -EIO};
         pthread_t t;
         int r = pthread_create(&t, NULL, net_thread, &j);

@@ -49,7 +49,11 @@ static _Noreturn void child_fail(int report_fd, int stage, int err)
 static int close_from(int first)
 {
 #ifdef SYS_close_range
-        if (syscall(SYS_close_range, (unsigned)first, ~0u, 0u) == 0)
+        /* INT_MAX, not ~0u: no fd is above it, and gVisor refuses a last fd
+         * beyond INT_MAX with EINVAL where Linux clamps it. The loop below
+         * is the fallback only: under gVisor with a hard RLIMIT_NOFILE of
+         * 65536 it made every exec cost 200 ms instead of 17. */
+        if (syscall(SYS_close_range, (unsigned)first, (unsigned)INT_MAX, 0u) == 0)
                 return 0;
 #endif
         long max = sysconf(_SC_OPEN_MAX);

@@ -107,16 +107,25 @@ static void poll_ok(const char *id, uint64_t of, uint64_t ef, int wait, struct a
 }
 
 /* Poll until exited, ignoring output. */
-static void wait_exit(const char *id, struct agent_poll_result *last)
+static void wait_exit_on(const struct agent_peer *peer, const char *id,
+                         struct agent_poll_result *last)
 {
         for (int i = 0; i < 200; i++) {
-                poll_ok(id, 0, 0, 0, last);
+                struct sbx_error err = {0};
+                int rc = agent_poll(peer, id, 0, 0, 0, last, &err);
+                if (rc < 0)
+                        fail_msg("poll %s: %d %s", id, rc, err.msg);
                 if (last->status.exited)
                         return;
                 agent_poll_result_free(last);
                 msleep(20);
         }
         fail_msg("process %s did not exit", id);
+}
+
+static void wait_exit(const char *id, struct agent_poll_result *last)
+{
+        wait_exit_on(&agent, id, last);
 }
 
 static void kill_all(void)
@@ -1354,6 +1363,171 @@ static void test_close_from(void **state)
         side_stop(&s);
 }
 
+/* Children of parent not yet reaped, named comm: how many, and one. */
+static int children_named(pid_t parent, const char *comm, pid_t *ret_one)
+{
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+        int n = 0;
+
+        assert_non_null(d);
+        while ((de = readdir(d))) {
+                char path[300], buf[512], name[64];
+                int pid, ppid;
+                char st;
+                snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+                int fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        continue;
+                ssize_t len = read(fd, buf, sizeof(buf) - 1);
+                close(fd);
+                if (len <= 0)
+                        continue;
+                buf[len] = '\0';
+                char *lp = strchr(buf, '('), *rp = strrchr(buf, ')');
+                if (!lp || !rp || rp - lp - 1 >= (ptrdiff_t)sizeof(name) ||
+                    sscanf(buf, "%d", &pid) != 1 || sscanf(rp + 1, " %c %d", &st, &ppid) != 2)
+                        continue;
+                memcpy(name, lp + 1, (size_t)(rp - lp - 1));
+                name[rp - lp - 1] = '\0';
+                if (ppid == parent && st != 'Z' && strcmp(name, comm) == 0) {
+                        n++;
+                        *ret_one = pid;
+                }
+        }
+        closedir(d);
+        return n;
+}
+
+static uint64_t status_hex(const char *out, const char *key)
+{
+        const char *at = strstr(out, key);
+        assert_non_null(at);
+        return strtoull(at + strlen(key), NULL, 16);
+}
+
+#define CAP_BIT(n) (1ull << (n))
+
+/* What the workload sees in guard mode. fresh: nothing ran in this
+ * namespace yet. */
+static void guard_check_view(struct side *s, bool fresh)
+{
+        /* PID 1 is the guard; the first workload is pid 2 there. */
+        struct agent_exec_result r = side_exec(s, CMD("sh", "-c", "cat /proc/1/comm; echo $$"));
+        assert_int_equal(strncmp(r.out, "sandbox-guard\n", 14), 0);
+        if (fresh)
+                assert_string_equal(r.out + 14, "2\n");
+        agent_exec_result_free(&r);
+
+        /* No sandbox-init in this /proc, and PID 1 shows no argv of it and
+         * no environment. */
+        r = side_exec(s, CMD("sh", "-c",
+                             "cat /proc/[0-9]*/cmdline | tr '\\0' '\\n'; echo; "
+                             "tr -d '\\0' </proc/1/environ | wc -c"));
+        assert_int_equal(r.exit_code, 0);
+        assert_null(strstr(r.out, "sandbox-init"));
+        assert_null(strstr(r.out, "--listen"));
+        assert_int_equal(strncmp(r.out, "sandbox-guard\n", 14), 0);
+        assert_non_null(strstr(r.out, "\n0\n"));
+        agent_exec_result_free(&r);
+
+        /* The agent socket's directory is empty. */
+        r = side_exec(
+            s, CMD("sh", "-c", "ls -A \"$0\"; test -e \"$0/agent.sock\" || echo none", s->dir));
+        assert_string_equal(r.out, "none\n");
+        agent_exec_result_free(&r);
+
+        /* CAP_SYS_ADMIN is gone, for good; CAP_SYS_CHROOT stays. */
+        r = side_exec(s, CMD("grep", "-E", "^Cap(Eff|Bnd)", "/proc/self/status"));
+        uint64_t eff = status_hex(r.out, "CapEff:"), bnd = status_hex(r.out, "CapBnd:");
+        assert_int_equal(eff & CAP_BIT(21), 0);
+        assert_int_equal(bnd & CAP_BIT(21), 0);
+        assert_int_not_equal(bnd & CAP_BIT(18), 0);
+        agent_exec_result_free(&r);
+}
+
+/* Orphans go to the guard, which reaps them; a deadline still kills the
+ * whole group. */
+static void guard_check_reaping(struct side *s)
+{
+        pid_t guard = -1;
+
+        assert_int_equal(children_named(s->pid, "sandbox-guard", &guard), 1);
+        struct agent_exec_result r = side_exec(
+            s, CMD("sh", "-c", "i=0; while [ $i -lt 200 ]; do (true &) ; i=$((i+1)); done"));
+        assert_int_equal(r.exit_code, 0);
+        agent_exec_result_free(&r);
+        int z = 0;
+        for (int i = 0; i < 100; i++) {
+                if ((z = zombies_of(guard) + zombies_of(s->pid)) == 0)
+                        break;
+                msleep(20);
+        }
+        assert_int_equal(z, 0);
+
+        struct agent_cmd c = cmd_in(CMD("sh", "-c", "sleep 30 & sleep 30"), "/");
+        struct sbx_error err = {0};
+        int64_t t0 = mono_ms();
+        assert_int_equal(agent_exec(&s->peer, &c, 300, &r, &err), 0);
+        assert_true(r.timed_out);
+        assert_true(elapsed_ms(t0) < 5000);
+        agent_exec_result_free(&r);
+}
+
+/* --guard, as the gvisor class runs it, here in a pid and mount namespace
+ * of the test's own. gVisor does not protect a pid-namespace init, so the
+ * guard is what the workload can reach: it sees the guard as PID 1, no
+ * sandbox-init, an empty socket directory; killing PID 1 ends only its own
+ * namespace, and the next command gets a new one. */
+static void test_guard(void **state)
+{
+        struct side s;
+        struct sbx_error err = {0};
+        pid_t guard = -1;
+
+        if (!side_start(&s, "guard", NULL, CLONE_NEWPID | CLONE_NEWNS, "--guard"))
+                skip();
+        guard_check_view(&s, true);
+        guard_check_reaping(&s);
+
+        struct agent_cmd c = cmd_in(CMD("sleep", "300"), "/");
+        struct agent_proc_status st = {0};
+        assert_int_equal(agent_spawn(&s.peer, &c, &st, &err), 0);
+        for (int round = 0; round < 3; round++) {
+                /* Linux ignores it (the guard is a pid-namespace init)... */
+                struct agent_exec_result r = side_exec(&s, CMD("sh", "-c", "kill -9 1"));
+                agent_exec_result_free(&r);
+                assert_int_equal(agent_ping(&s.peer, 1000, &err), 0);
+                /* ...gVisor does not: the guard dies, as here from outside,
+                 * and every process of its namespace with it. */
+                assert_int_equal(children_named(s.pid, "sandbox-guard", &guard), 1);
+                assert_int_equal(kill(guard, SIGKILL), 0);
+                if (round == 0) {
+                        struct agent_poll_result pr = {0};
+                        wait_exit_on(&s.peer, st.id, &pr);
+                        assert_int_equal(pr.status.exit_code, 137);
+                        agent_poll_result_free(&pr);
+                }
+                assert_true(pid_gone(guard));
+                assert_int_equal(agent_ping(&s.peer, 1000, &err), 0);
+                r = side_exec(&s, CMD("sh", "-c", "cat /proc/1/comm; echo $$"));
+                assert_string_equal(r.out, "sandbox-guard\n2\n");
+                agent_exec_result_free(&r);
+        }
+        agent_proc_status_free(&st);
+        /* The dead guards are reaped, one lives. */
+        int z = 0;
+        for (int i = 0; i < 100; i++) {
+                if ((z = zombies_of(s.pid)) == 0)
+                        break;
+                msleep(20);
+        }
+        assert_int_equal(z, 0);
+        assert_int_equal(children_named(s.pid, "sandbox-guard", &guard), 1);
+        guard_check_view(&s, false);
+        side_stop(&s);
+}
+
 int main(int argc, char **argv)
 {
         init_path = argc > 1 ? argv[1] : getenv("SANDBOX_INIT");
@@ -1389,6 +1563,7 @@ int main(int argc, char **argv)
             cmocka_unit_test(test_survives_signals),
             cmocka_unit_test(test_pid1),
             cmocka_unit_test(test_close_from),
+            cmocka_unit_test(test_guard),
         };
         return cmocka_run_group_tests(tests, start_init, stop_init);
 }

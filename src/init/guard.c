@@ -26,7 +26,9 @@
  * kills every process of its namespace (as on Linux), sandbox-init reaps
  * them and the guard, and the next fork makes a new namespace and guard.
  * A fork into a namespace whose init is dead fails with ENOMEM, so the
- * guard is checked before every fork, and after a fork failing so. */
+ * guard is checked before every fork, and after a fork failing so: on
+ * Linux the guard's end of its life socket is closed by then, under gVisor
+ * it may close tens of milliseconds later (25 ms seen). */
 #include "init.h"
 
 #include "../common/fdpass.h"
@@ -214,13 +216,12 @@ static int guard_spawn(struct guard *g)
         return n == (ssize_t)sizeof(st) && st ? -st : -EIO;
 }
 
-static bool guard_alive(const struct guard *g)
+/* Its end of the life socket closes as it dies. */
+static bool guard_alive(const struct guard *g, int wait_ms)
 {
         struct pollfd pfd = {.fd = g->life_fd, .events = POLLIN};
 
-        /* Its end of the socket closes as it dies, before its namespace
-         * refuses new processes. */
-        return g->pid > 0 && poll(&pfd, 1, 0) == 0;
+        return g->pid > 0 && poll(&pfd, 1, wait_ms) == 0;
 }
 
 int guard_start(struct init_ctx *ctx, const char *listen_path, int argc, char **argv)
@@ -256,15 +257,15 @@ int guard_ensure(struct init_ctx *ctx)
 {
         struct guard *g = &ctx->guard;
 
-        if (!g->on || guard_alive(g))
+        if (!g->on || guard_alive(g, 0))
                 return 0;
         guard_drop(g);
         return guard_spawn(g);
 }
 
-bool guard_lost(const struct init_ctx *ctx)
+bool guard_lost(const struct init_ctx *ctx, int wait_ms)
 {
-        return ctx->guard.on && !guard_alive(&ctx->guard);
+        return ctx->guard.on && !guard_alive(&ctx->guard, wait_ms);
 }
 
 bool guard_reaped(struct init_ctx *ctx, pid_t pid)

@@ -203,9 +203,9 @@ void handlers_proc_exited(struct init_ctx *ctx, struct proc *p);
 int guard_start(struct init_ctx *ctx, const char *listen_path, int argc, char **argv);
 /* Before a fork: make a new namespace and guard if the guard is gone. */
 int guard_ensure(struct init_ctx *ctx);
-/* Guard mode and the guard died (or is dying): a fork failing ENOMEM now
- * failed for want of a namespace init. */
-bool guard_lost(const struct init_ctx *ctx);
+/* Guard mode and the guard died, or does within wait_ms: a fork that
+ * failed ENOMEM failed for want of a namespace init. */
+bool guard_lost(const struct init_ctx *ctx, int wait_ms);
 /* pid was reaped: true if it was the guard (it is forgotten). */
 bool guard_reaped(struct init_ctx *ctx, pid_t pid);
 /* In a workload child, guard mode: join the guard's mount namespace and

@@ -298,6 +298,10 @@ static int proc_adopt_fds(struct init_ctx *ctx, struct proc *p, struct spawn_pip
         return 0;
 }
 
+/* How long a fork that failed ENOMEM waits to learn that the guard died
+ * (it has, unless memory ran out). */
+#define GUARD_DEATH_WAIT_MS 1000
+
 /* In guard mode the child lands in the guard's pid namespace, where a
  * fork fails with ENOMEM once its init is dead: the guard is checked (and
  * made anew) before, and once more after a fork that failed so. */
@@ -308,7 +312,7 @@ static pid_t spawn_fork(struct init_ctx *ctx, struct sbx_error *err)
                 return sbx_error_set(err, -r, "start the guard of the pid namespace");
         pid_t pid = fork();
         int e = errno;
-        if (pid < 0 && e == ENOMEM && guard_lost(ctx)) {
+        if (pid < 0 && e == ENOMEM && guard_lost(ctx, GUARD_DEATH_WAIT_MS)) {
                 if ((r = guard_ensure(ctx)) < 0)
                         return sbx_error_set(err, -r, "start the guard of the pid namespace");
                 pid = fork();

@@ -1431,6 +1431,15 @@ static void guard_check_view(struct side *s, bool fresh)
         assert_non_null(strstr(r.out, "\n0\n"));
         agent_exec_result_free(&r);
 
+        /* Joining the guard's mount namespace resets the cwd; the
+         * command's is set after. */
+        struct agent_cmd c = cmd_in(CMD("pwd"), dir);
+        struct sbx_error err = {0};
+        assert_int_equal(agent_exec(&s->peer, &c, 10000, &r, &err), 0);
+        assert_int_equal(strncmp(r.out, dir, strlen(dir)), 0);
+        assert_string_equal(r.out + strlen(dir), "\n");
+        agent_exec_result_free(&r);
+
         /* The agent socket's directory is empty. */
         r = side_exec(
             s, CMD("sh", "-c", "ls -A \"$0\"; test -e \"$0/agent.sock\" || echo none", s->dir));

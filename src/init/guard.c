@@ -216,12 +216,21 @@ static int guard_spawn(struct guard *g)
         return n == (ssize_t)sizeof(st) && st ? -st : -EIO;
 }
 
-/* Its end of the life socket closes as it dies. */
+/* Its end of the life socket closes as it dies: end of file. Only that
+ * counts, not data (none is sent after the namespace fd). POLLIN, not
+ * just the hang-up: gVisor's poll does not wake for a hang-up alone. */
 static bool guard_alive(const struct guard *g, int wait_ms)
 {
         struct pollfd pfd = {.fd = g->life_fd, .events = POLLIN};
+        char c;
 
-        return g->pid > 0 && poll(&pfd, 1, wait_ms) == 0;
+        if (g->pid <= 0)
+                return false;
+        if (poll(&pfd, 1, wait_ms) <= 0)
+                return true;
+        if (pfd.revents & (POLLERR | POLLNVAL))
+                return false;
+        return recv(g->life_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) != 0;
 }
 
 int guard_start(struct init_ctx *ctx, const char *listen_path, int argc, char **argv)

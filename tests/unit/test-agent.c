@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1246,6 +1247,10 @@ struct side {
         pid_t wrapper; /* its parent with new namespaces; -1 without */
 };
 
+/* One at a time, static: the teardown stops it after a failed assertion
+ * has left the test. */
+static struct side side = {.pid = -1, .wrapper = -1};
+
 /* prep runs in the child before anything else and may _exit(77): the test
  * is then skipped. ns: unshare(ns) in the child, then sandbox-init is
  * forked there (PID 1 with CLONE_NEWPID; "/" made private with
@@ -1264,6 +1269,8 @@ static bool side_start(struct side *s, const char *name, void (*prep)(void), int
         pid_t w = fork();
         assert_true(w >= 0);
         if (w == 0) {
+                /* Gone with the test, whatever becomes of it. */
+                prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
                 if (prep)
                         prep();
                 if (ns && unshare(ns) < 0)
@@ -1272,6 +1279,7 @@ static bool side_start(struct side *s, const char *name, void (*prep)(void), int
                         _exit(77);
                 pid_t p = (ns & CLONE_NEWPID) ? fork() : 0;
                 if (p == 0) {
+                        prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
                         execl(init_path, init_path, sock, flag, (char *)NULL);
                         _exit(127);
                 }
@@ -1312,9 +1320,17 @@ static void side_stop(struct side *s)
                 kill(s->pid, SIGKILL);
         if (s->wrapper > 0 || s->pid > 0)
                 waitpid(s->wrapper > 0 ? s->wrapper : s->pid, NULL, 0);
+        s->pid = s->wrapper = -1;
         snprintf(path, sizeof(path), "%s/agent.sock", s->dir);
         unlink(path);
         rmdir(s->dir);
+}
+
+static int side_teardown(void **state)
+{
+        if (side.pid > 0 || side.wrapper > 0)
+                side_stop(&side);
+        return 0;
 }
 
 static struct agent_exec_result side_exec(struct side *s, const char *const *argv)
@@ -1352,15 +1368,15 @@ static void prep_gvisor_close_range(void)
  * the directory ls opened itself), and no per-fd loop ran. */
 static void test_close_from(void **state)
 {
-        struct side s;
+        struct side *s = &side;
 
-        if (!side_start(&s, "close", prep_gvisor_close_range, 0, NULL))
+        if (!side_start(s, "close", prep_gvisor_close_range, 0, NULL))
                 skip();
-        struct agent_exec_result r = side_exec(&s, CMD("ls", "/proc/self/fd"));
+        struct agent_exec_result r = side_exec(s, CMD("ls", "/proc/self/fd"));
         assert_int_equal(r.exit_code, 0);
         assert_string_equal(r.out, "0\n1\n2\n3\n");
         agent_exec_result_free(&r);
-        side_stop(&s);
+        side_stop(s);
 }
 
 /* Children of parent not yet reaped, named comm: how many, and one. */
@@ -1490,36 +1506,36 @@ static void guard_check_reaping(struct side *s)
  * namespace, and the next command gets a new one. */
 static void test_guard(void **state)
 {
-        struct side s;
+        struct side *s = &side;
         struct sbx_error err = {0};
         pid_t guard = -1;
 
-        if (!side_start(&s, "guard", NULL, CLONE_NEWPID | CLONE_NEWNS, "--guard"))
+        if (!side_start(s, "guard", NULL, CLONE_NEWPID | CLONE_NEWNS, "--guard"))
                 skip();
-        guard_check_view(&s, true);
-        guard_check_reaping(&s);
+        guard_check_view(s, true);
+        guard_check_reaping(s);
 
         struct agent_cmd c = cmd_in(CMD("sleep", "300"), "/");
         struct agent_proc_status st = {0};
-        assert_int_equal(agent_spawn(&s.peer, &c, &st, &err), 0);
+        assert_int_equal(agent_spawn(&s->peer, &c, &st, &err), 0);
         for (int round = 0; round < 3; round++) {
                 /* Linux ignores it (the guard is a pid-namespace init)... */
-                struct agent_exec_result r = side_exec(&s, CMD("sh", "-c", "kill -9 1"));
+                struct agent_exec_result r = side_exec(s, CMD("sh", "-c", "kill -9 1"));
                 agent_exec_result_free(&r);
-                assert_int_equal(agent_ping(&s.peer, 1000, &err), 0);
+                assert_int_equal(agent_ping(&s->peer, 1000, &err), 0);
                 /* ...gVisor does not: the guard dies, as here from outside,
                  * and every process of its namespace with it. */
-                assert_int_equal(children_named(s.pid, "sandbox-guard", &guard), 1);
+                assert_int_equal(children_named(s->pid, "sandbox-guard", &guard), 1);
                 assert_int_equal(kill(guard, SIGKILL), 0);
                 if (round == 0) {
                         struct agent_poll_result pr = {0};
-                        wait_exit_on(&s.peer, st.id, &pr);
+                        wait_exit_on(&s->peer, st.id, &pr);
                         assert_int_equal(pr.status.exit_code, 137);
                         agent_poll_result_free(&pr);
                 }
                 assert_true(pid_gone(guard));
-                assert_int_equal(agent_ping(&s.peer, 1000, &err), 0);
-                r = side_exec(&s, CMD("sh", "-c", "cat /proc/1/comm; echo $$"));
+                assert_int_equal(agent_ping(&s->peer, 1000, &err), 0);
+                r = side_exec(s, CMD("sh", "-c", "cat /proc/1/comm; echo $$"));
                 assert_string_equal(r.out, "sandbox-guard\n2\n");
                 agent_exec_result_free(&r);
         }
@@ -1527,14 +1543,14 @@ static void test_guard(void **state)
         /* The dead guards are reaped, one lives. */
         int z = 0;
         for (int i = 0; i < 100; i++) {
-                if ((z = zombies_of(s.pid)) == 0)
+                if ((z = zombies_of(s->pid)) == 0)
                         break;
                 msleep(20);
         }
         assert_int_equal(z, 0);
-        assert_int_equal(children_named(s.pid, "sandbox-guard", &guard), 1);
-        guard_check_view(&s, false);
-        side_stop(&s);
+        assert_int_equal(children_named(s->pid, "sandbox-guard", &guard), 1);
+        guard_check_view(s, false);
+        side_stop(s);
 }
 
 int main(int argc, char **argv)
@@ -1571,8 +1587,8 @@ int main(int argc, char **argv)
             cmocka_unit_test(test_orphans_reaped),
             cmocka_unit_test(test_survives_signals),
             cmocka_unit_test(test_pid1),
-            cmocka_unit_test(test_close_from),
-            cmocka_unit_test(test_guard),
+            cmocka_unit_test_teardown(test_close_from, side_teardown),
+            cmocka_unit_test_teardown(test_guard, side_teardown),
         };
         return cmocka_run_group_tests(tests, start_init, stop_init);
 }

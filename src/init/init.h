@@ -6,6 +6,7 @@
  *   handlers.c one function per request type (proto.h)
  *   proc.c     the process table: fork/exec, pipes, reaping, stdin
  *   ring.c     output rings and the UTF-8 boundary rule
+ *   guard.c    --guard: the workload's own pid namespace and its PID 1
  *
  * Object lifetime: an event batch from epoll_wait may still hold pointers to
  * a connection or process that an earlier event in the same batch released.
@@ -120,6 +121,18 @@ struct proc {
         bool dead;
 };
 
+/* --guard (guard.c). */
+struct guard {
+        bool on;
+        char *hide_dir; /* the agent socket's directory (--listen), or NULL */
+        char *title;    /* argv and the environment after it, blanked in the guard */
+        size_t title_len;
+        pid_t pid;      /* the current guard, in our pid namespace; -1: none */
+        int life_fd;    /* a socket it holds open: hung up once it died */
+        int mnt_fd;     /* its mount namespace, which every workload joins */
+        int own_pid_ns; /* ours, to make the next one (Linux), or -1 */
+};
+
 struct init_ctx {
         int epfd;
         int sigfd;
@@ -130,6 +143,7 @@ struct init_ctx {
         struct watch listen_w, sig_w;
         struct rlimit child_nofile; /* children's limit: the original soft one, as both */
         bool restore_nofile;
+        struct guard guard;
 
         struct conn *conns;
         unsigned n_conns;
@@ -184,7 +198,23 @@ void handlers_stdin_expired(struct init_ctx *ctx, struct conn *c);
 /* p exited: answer its waiters; an exec is then forgotten. */
 void handlers_proc_exited(struct init_ctx *ctx, struct proc *p);
 
+/* ---- guard.c ---- */
+/* At startup, once the listener exists: the first namespace and guard. */
+int guard_start(struct init_ctx *ctx, const char *listen_path, int argc, char **argv);
+/* Before a fork: make a new namespace and guard if the guard is gone. */
+int guard_ensure(struct init_ctx *ctx);
+/* Guard mode and the guard died, or does within wait_ms: a fork that
+ * failed ENOMEM failed for want of a namespace init. */
+bool guard_lost(const struct init_ctx *ctx, int wait_ms);
+/* pid was reaped: true if it was the guard (it is forgotten). */
+bool guard_reaped(struct init_ctx *ctx, pid_t pid);
+/* In a workload child, guard mode: join the guard's mount namespace and
+ * drop CAP_SYS_ADMIN. 0 or -errno. */
+int guard_enter(const struct guard *g);
+
 /* ---- proc.c ---- */
+/* Close every fd from first up (close_range, or a loop). */
+void proc_close_from(int first);
 int proc_start(struct init_ctx *ctx, const struct proc_spec *spec, struct proc **ret,
                struct sbx_error *err);
 struct proc *proc_find(struct init_ctx *ctx, const char *id);

@@ -5,6 +5,12 @@
  *     sandbox-init --listen-fd=3
  * For tests outside a sandbox it can bind the socket itself:
  *     sandbox-init --listen=PATH
+ * With --guard (the gvisor class, where the kernel does not protect a
+ * pid-namespace init) every workload runs in a pid and mount namespace of
+ * its own below a tiny PID 1, which hides sandbox-init, its /proc and the
+ * directory of the --listen socket (guard.c). It needs CAP_SYS_ADMIN and
+ * CAP_SYS_CHROOT, which the workload does not keep:
+ *     sandbox-init --listen=/.sbx/agent/agent.sock --guard
  * It serves the agent protocol (src/agent/proto.h) until it is killed. */
 #include "init.h"
 
@@ -125,10 +131,11 @@ static int listen_on_path(struct init_ctx *ctx, const char *path)
         return 0;
 }
 
-static int parse_args(int argc, char **argv, int *ret_fd, const char **ret_path)
+static int parse_args(int argc, char **argv, int *ret_fd, const char **ret_path, bool *ret_guard)
 {
         *ret_fd = -1;
         *ret_path = NULL;
+        *ret_guard = false;
         for (int i = 1; i < argc; i++) {
                 const char *a = argv[i];
                 if (strncmp(a, "--listen-fd=", 12) == 0) {
@@ -140,6 +147,8 @@ static int parse_args(int argc, char **argv, int *ret_fd, const char **ret_path)
                         *ret_fd = (int)v;
                 } else if (strncmp(a, "--listen=", 9) == 0 && a[9]) {
                         *ret_path = a + 9;
+                } else if (strcmp(a, "--guard") == 0) {
+                        *ret_guard = true;
                 } else if (strcmp(a, "--version") == 0) {
                         printf("sandbox-init %s\n", SANDBOXD_VERSION);
                         exit(0);
@@ -163,7 +172,8 @@ static int open_devnull(void)
         return p[0];
 }
 
-static int setup(struct init_ctx *ctx, int listen_fd, const char *listen_path)
+static int setup(struct init_ctx *ctx, int listen_fd, const char *listen_path, bool guard,
+                 char **argv, int argc)
 {
         struct rlimit rl;
         int r;
@@ -200,6 +210,8 @@ static int setup(struct init_ctx *ctx, int listen_fd, const char *listen_path)
                 return r;
         if ((ctx->devnull_fd = open_devnull()) < 0)
                 return ctx->devnull_fd;
+        if (guard && (r = guard_start(ctx, listen_path, argc, argv)) < 0)
+                return r;
         ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
         if (ctx->epfd < 0)
                 return -errno;
@@ -324,15 +336,20 @@ static int loop_run(struct init_ctx *ctx)
 
 int main(int argc, char **argv)
 {
-        struct init_ctx ctx = {.epfd = -1, .sigfd = -1, .listen_fd = -1, .devnull_fd = -1};
+        struct init_ctx ctx = {.epfd = -1,
+                               .sigfd = -1,
+                               .listen_fd = -1,
+                               .devnull_fd = -1,
+                               .guard = {.pid = -1, .life_fd = -1, .mnt_fd = -1, .own_pid_ns = -1}};
         const char *path;
+        bool guard;
         int fd, r;
 
-        if (parse_args(argc, argv, &fd, &path) < 0) {
-                fprintf(stderr, "usage: sandbox-init --listen-fd=N | --listen=PATH\n");
+        if (parse_args(argc, argv, &fd, &path, &guard) < 0) {
+                fprintf(stderr, "usage: sandbox-init --listen-fd=N | --listen=PATH [--guard]\n");
                 return 2;
         }
-        r = setup(&ctx, fd, path);
+        r = setup(&ctx, fd, path, guard, argv, argc);
         if (r < 0) {
                 fprintf(stderr, "sandbox-init: setup: %s\n", strerror(-r));
                 return 1;

@@ -79,11 +79,10 @@ static json_t *mounts(const struct gv_bundle *b)
 static json_t *process(const struct gv_bundle *b)
 {
         const struct rt_limits *lim = &b->spec->limits;
-        char listen[64], pids[48];
+        char listen[64];
         snprintf(listen, sizeof(listen), "--listen=%s/%s", GV_AGENT_DIR, GV_AGENT_SOCK);
-        snprintf(pids, sizeof(pids), "--pids-max=%llu", (unsigned long long)lim->pids);
-        const char *argv[] = {GV_INIT_PATH, listen, "--guard", pids};
-        size_t argc = getenv("GV_NOGUARD") ? 2 : lim->pids ? 4 : 3;
+        const char *argv[] = {GV_INIT_PATH, listen, "--guard"};
+        size_t argc = ARRAY_SIZE(argv);
         /* sandbox-init keeps room for its connections; each workload gets
          * the soft limit as both limits (src/init). */
         json_int_t soft = lim->nofile ? lim->nofile : 1024;

@@ -264,8 +264,8 @@ int main(int argc, char **argv)
         rt_of_test = rt;
         if (r == 0) {
                 struct rt_spec s = {.driver = "gvisor"};
-                CHECK(rt_caps(rt, &s) == (RT_CAP_NAT | RT_CAP_DISK_LIMIT),
-                      "gvisor: NAT, disk limit");
+                CHECK(rt_caps(rt, &s) == (RT_CAP_NAT | RT_CAP_DISK_LIMIT | RT_CAP_HOSTNAME),
+                      "gvisor: NAT, disk limit, rename; no id shift, no agent root");
                 test_lifecycle(rt, rootfs);
                 test_nat(rt, rootfs);
                 rt_close(rt);

@@ -533,6 +533,18 @@ int agent_set_hostname(const struct agent_peer *peer, const char *name, struct s
         return r < 0 ? r : 0;
 }
 
+int agent_quiesce(const struct agent_peer *peer, struct sbx_error *err)
+{
+        struct agent_msg m;
+        _cleanup_free_ uint8_t *payload = NULL;
+        uint32_t len;
+
+        agent_msg_init(&m, AGENT_REQ_QUIESCE);
+        int r = call_peer(peer, &m, AGENT_CALL_TIMEOUT_MS, &payload, &len, err);
+        agent_msg_free(&m);
+        return r < 0 ? r : 0;
+}
+
 static int64_t exec_wait(int64_t timeout_ms)
 {
         if (timeout_ms <= 0)

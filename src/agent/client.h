@@ -146,6 +146,9 @@ int agent_signal(const struct agent_peer *peer, const char *proc_id, int sig,
 int agent_kill(const struct agent_peer *peer, const char *proc_id, struct sbx_error *err);
 /* Set the sandbox's hostname through PID 1 (AGENT_REQ_HOSTNAME). */
 int agent_set_hostname(const struct agent_peer *peer, const char *name, struct sbx_error *err);
+/* Ask PID 1 to close every socket of the host until `resume` appears
+ * beside its socket (AGENT_REQ_QUIESCE). */
+int agent_quiesce(const struct agent_peer *peer, struct sbx_error *err);
 /* An O_PATH fd of the sandbox's "/" (from sandbox-init, over SCM_RIGHTS). */
 int agent_root(const struct agent_peer *peer, int *ret_fd, struct sbx_error *err);
 /* Answers once all of data is in the process's stdin pipe; close: close it

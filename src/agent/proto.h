@@ -74,6 +74,10 @@ enum agent_msg_type {
         AGENT_REQ_HOSTNAME = 10, /* {HOSTNAME} -> OK {} ; sets the sandbox's hostname, for a
                                   * runtime whose UTS namespace the host cannot enter
                                   * (gVisor's): a pooled sandbox gets its name */
+        AGENT_REQ_QUIESCE = 11,  /* {} -> OK {} ; then PID 1 closes every connection and its
+                                  * listener and removes its socket, until a file `resume`
+                                  * appears beside it (src/init/quiesce.c): a runtime can then
+                                  * save the sandbox with nothing of the host open in it */
 
         /* responses, agent -> daemon */
         AGENT_RESP_OK = 0x100,

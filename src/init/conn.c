@@ -67,6 +67,12 @@ static void conn_close(struct init_ctx *ctx, struct conn *c)
                 proc_exec_answered(ctx, lost, false);
 }
 
+void conn_close_all(struct init_ctx *ctx)
+{
+        while (ctx->conns)
+                conn_close(ctx, ctx->conns);
+}
+
 void conn_free_dead(struct init_ctx *ctx)
 {
         while (ctx->dead_conns) {

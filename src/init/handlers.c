@@ -465,12 +465,22 @@ static void handle_hostname(struct init_ctx *ctx, struct conn *c, struct req *rq
         conn_reply(ctx, c, NULL);
 }
 
+static void handle_quiesce(struct init_ctx *ctx, struct conn *c)
+{
+        if (!ctx->listen_path) {
+                conn_reply_err(ctx, c, AGENT_E_STATE, "quiesce: no listening path to come back on");
+                return;
+        }
+        conn_reply(ctx, c, NULL);
+        quiesce_request(ctx);
+}
+
 void handle_request(struct init_ctx *ctx, struct conn *c, uint16_t type, const uint8_t *payload,
                     uint32_t len)
 {
         struct req rq = {0};
 
-        if (type < AGENT_REQ_PING || type > AGENT_REQ_HOSTNAME) {
+        if (type < AGENT_REQ_PING || type > AGENT_REQ_QUIESCE) {
                 conn_protocol_error(ctx, c, "unknown request type");
                 return;
         }
@@ -495,6 +505,8 @@ void handle_request(struct init_ctx *ctx, struct conn *c, uint16_t type, const u
                 handle_root(ctx, c);
         else if (type == AGENT_REQ_HOSTNAME)
                 handle_hostname(ctx, c, &rq);
+        else if (type == AGENT_REQ_QUIESCE)
+                handle_quiesce(ctx, c);
         else
                 handle_stdin(ctx, c, &rq);
         req_free(&rq);

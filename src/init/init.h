@@ -133,6 +133,16 @@ struct guard {
         int own_pid_ns; /* ours, to make the next one (Linux), or -1 */
 };
 
+/* AGENT_REQ_QUIESCE (quiesce.c): no socket of the host open while a
+ * runtime saves the sandbox (gVisor cannot save a host socket), then the
+ * listener again once the host says so. */
+struct quiesce {
+        bool pending;       /* asked: close everything once the answer is out */
+        int64_t pending_us; /* ... or at this time, answered or not */
+        bool on;            /* closed: waiting for the resume file */
+        int64_t poll_us;    /* when to look for it next */
+};
+
 struct init_ctx {
         int epfd;
         int sigfd;
@@ -144,6 +154,8 @@ struct init_ctx {
         struct rlimit child_nofile; /* children's limit: the original soft one, as both */
         bool restore_nofile;
         struct guard guard;
+        char *listen_path; /* --listen's, for a quiesce; NULL with --listen-fd */
+        struct quiesce quiesce;
 
         struct conn *conns;
         unsigned n_conns;
@@ -199,6 +211,17 @@ void handlers_stdin_expired(struct init_ctx *ctx, struct conn *c);
 void handlers_proc_exited(struct init_ctx *ctx, struct proc *p);
 
 /* ---- guard.c ---- */
+/* The listener on a path (a stale socket there is replaced). */
+int listen_on_path(struct init_ctx *ctx, const char *path);
+
+/* Quiesce (quiesce.c): the request, and the loop's part of it. */
+void quiesce_request(struct init_ctx *ctx);
+/* The next time quiesce_tick wants to run; INT64_MAX = none. */
+int64_t quiesce_deadline(const struct init_ctx *ctx);
+void quiesce_tick(struct init_ctx *ctx, int64_t now_us);
+/* Close every connection (their answers are dropped). */
+void conn_close_all(struct init_ctx *ctx);
+
 /* At startup, once the listener exists: the first namespace and guard. */
 int guard_start(struct init_ctx *ctx, const char *listen_path, int argc, char **argv);
 /* Before a fork: make a new namespace and guard if the guard is gone. */

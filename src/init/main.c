@@ -112,7 +112,7 @@ static int listen_on_fd(struct init_ctx *ctx, int fd)
         return 0;
 }
 
-static int listen_on_path(struct init_ctx *ctx, const char *path)
+int listen_on_path(struct init_ctx *ctx, const char *path)
 {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         struct stat st;
@@ -208,6 +208,9 @@ static int setup(struct init_ctx *ctx, int listen_fd, const char *listen_path, b
         r = listen_path ? listen_on_path(ctx, listen_path) : listen_on_fd(ctx, listen_fd);
         if (r < 0)
                 return r;
+        /* Kept for a quiesce: the guard blanks argv, where the path is. */
+        if (listen_path && !(ctx->listen_path = strdup(listen_path)))
+                return -ENOMEM;
         if ((ctx->devnull_fd = open_devnull()) < 0)
                 return ctx->devnull_fd;
         if (guard && (r = guard_start(ctx, listen_path, argc, argv)) < 0)
@@ -256,7 +259,7 @@ static int64_t next_deadline(const struct init_ctx *ctx)
                         next = MIN(next, c->deadline_us);
         if (ctx->listen_paused)
                 next = MIN(next, ctx->listen_resume_us);
-        return next;
+        return MIN(next, quiesce_deadline(ctx));
 }
 
 static int loop_timeout(const struct init_ctx *ctx)
@@ -284,6 +287,7 @@ static void run_timers(struct init_ctx *ctx)
                 else if (c->held == HELD_STDIN && c->deadline_us && c->deadline_us <= now)
                         handlers_stdin_expired(ctx, c);
         }
+        quiesce_tick(ctx, now);
         if (ctx->listen_paused && ctx->listen_resume_us <= now &&
             loop_watch(ctx, ctx->listen_fd, &ctx->listen_w, EPOLLIN) == 0)
                 ctx->listen_paused = false;

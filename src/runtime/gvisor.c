@@ -320,11 +320,39 @@ static int open_dir(const struct rt_spec *spec, struct sbx_error *err)
         return fd;
 }
 
-/* Forget runsc's record of a container whose processes are gone. */
+/* Whether runsc's state dir still has an entry of container cid. */
+static bool has_record(const struct gv_rt *g, const char *cid)
+{
+        DIR *d = opendir(g->state);
+        if (!d)
+                return false;
+        bool found = false;
+        for (struct dirent *de; !found && (de = readdir(d));)
+                found = strstr(de->d_name, cid) != NULL;
+        closedir(d);
+        return found;
+}
+
+/* Forget runsc's record of a container whose processes are gone (its
+ * cgroup is empty). `runsc delete` takes a second or two for a sandbox
+ * that no longer answers, so the record's files, which this driver's
+ * state dir holds for nobody else, go directly: the state, its lock and
+ * the controller's socket. Only a record of another shape is left to
+ * runsc. */
 static void forget(const struct gv_rt *g, const struct rt_spec *spec)
 {
-        char cid[40];
+        char cid[40], name[3][128];
         container_id(g, spec->id, cid);
+        if (!has_record(g, cid))
+                return;
+        snprintf(name[0], sizeof(name[0]), "%s_sandbox:%s.state", cid, cid);
+        snprintf(name[1], sizeof(name[1]), "%s_sandbox:%s.lock", cid, cid);
+        snprintf(name[2], sizeof(name[2]), "runsc-%s.sock", cid);
+        _cleanup_close_ int dir = open(g->state, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        for (size_t i = 0; dir >= 0 && i < ARRAY_SIZE(name); i++)
+                unlinkat(dir, name[i], 0);
+        if (!has_record(g, cid))
+                return;
         const char *const args[] = {"delete", "--force", cid, NULL};
         struct gv_call c = {
             .args = args, .log_fd = -1, .netns_fd = -1, .timeout_ms = GV_CALL_TIMEOUT_MS};
@@ -355,13 +383,28 @@ static int read_pid(int dirfd, pid_t *ret)
         return 0;
 }
 
-static int boot(struct gv_rt *g, const struct rt_spec *spec, int dirfd, struct sbx_error *err)
+/* sandbox-init quiesced for the checkpoint (AGENT_REQ_QUIESCE) and
+ * listens again once this file is there. */
+static int resume_agent(int dirfd, struct sbx_error *err)
 {
-        char cid[40], bundle[PATH_MAX], pidfile[PATH_MAX], netns[PATH_MAX];
+        int fd = openat(dirfd, "agent/resume", O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return sbx_error_set(err, errno, "tell the sandbox's agent to resume");
+        close(fd);
+        return 0;
+}
+
+/* Boot sandbox-init, or (image: a checkpoint's image dir) restore the
+ * kernel saved there. */
+static int boot(struct gv_rt *g, const struct rt_spec *spec, int dirfd, const char *image,
+                struct sbx_error *err)
+{
+        char cid[40], bundle[PATH_MAX], pidfile[PATH_MAX], netns[PATH_MAX], ipath[PATH_MAX + 16];
         container_id(g, spec->id, cid);
         if (path_printf(bundle, sizeof(bundle), "%s/bundle", spec->dir) < 0 ||
             path_printf(pidfile, sizeof(pidfile), "%s/sandbox.pid", spec->dir) < 0 ||
-            path_printf(netns, sizeof(netns), "%s/netns", spec->dir) < 0)
+            path_printf(netns, sizeof(netns), "%s/netns", spec->dir) < 0 ||
+            (image && path_printf(ipath, sizeof(ipath), "--image-path=%s", image) < 0))
                 return sbx_error_set(err, ENAMETOOLONG, "sandbox dir");
         struct gv_bundle b = {.spec = spec, .init_path = g->init};
         _cleanup_close_ int nsfd = -1;
@@ -383,23 +426,29 @@ static int boot(struct gv_rt *g, const struct rt_spec *spec, int dirfd, struct s
         /* A previous run's record (a daemon killed mid-start) would make
          * the id taken. */
         forget(g, spec);
-        const char *const args[] = {"run",   "--bundle", bundle, "--pid-file",
-                                    pidfile, "-detach",  cid,    NULL};
-        struct gv_call c = {.args = args,
+        const char *const run[] = {"run",   "--bundle", bundle, "--pid-file",
+                                   pidfile, "-detach",  cid,    NULL};
+        const char *const restore[] = {"restore", ipath,     "--bundle", bundle, "--pid-file",
+                                       pidfile,   "-detach", cid,        NULL};
+        struct gv_call c = {.args = image ? restore : run,
                             .log_fd = log,
                             .cg_id = spec->id,
                             .netns_fd = nsfd,
                             .timeout_ms = GV_START_TIMEOUT_MS};
         if ((r = gv_call(g, &c, err)) < 0)
                 return r;
+        if (image && (r = resume_agent(dirfd, err)) < 0)
+                return r;
         return wait_agent(spec, err);
 }
 
 static int gv_stop(void *state, const struct rt_spec *spec, struct sbx_error *err);
 
-static int gv_start(void *state, const struct rt_spec *spec, pid_t *ret_pid, struct sbx_error *err)
+/* Start, or restore from ckpt (a checkpoint dir; load: put its files
+ * back first, which a restore of the checkpoint just taken skips). */
+static int launch(struct gv_rt *g, const struct rt_spec *spec, const char *ckpt, bool load,
+                  pid_t *ret_pid, struct sbx_error *err)
 {
-        struct gv_rt *g = state;
         int r = spec_check(spec, err);
         if (r < 0)
                 return r;
@@ -419,17 +468,101 @@ static int gv_start(void *state, const struct rt_spec *spec, pid_t *ret_pid, str
             openat(dirfd, "agent", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (agent < 0)
                 return sbx_error_set(err, errno, "open agent/ of the sandbox");
-        /* A socket file left by an earlier run blocks runsc's bind. */
-        if (unlinkat(agent, GV_AGENT_SOCK, 0) < 0 && errno != ENOENT)
+        /* A socket file left by an earlier run blocks runsc's bind; a
+         * resume file would wake a restored agent too early. */
+        if ((unlinkat(agent, GV_AGENT_SOCK, 0) < 0 && errno != ENOENT) ||
+            (unlinkat(agent, "resume", 0) < 0 && errno != ENOENT))
                 return sbx_error_set(err, errno, "remove the old agent socket");
+        if (ckpt && load && (r = gv_ckpt_load(spec, ckpt, GV_CKPT_LAYER, err)) < 0)
+                return r;
         if ((r = gv_host_mount(dirfd, spec, err)) < 0)
                 return r;
-        if ((r = boot(g, spec, dirfd, err)) < 0) {
+        char image[PATH_MAX];
+        if (ckpt && path_printf(image, sizeof(image), "%s/image", ckpt) < 0)
+                r = sbx_error_set(err, ENAMETOOLONG, "checkpoint path");
+        else if (ckpt && load)
+                r = gv_ckpt_load(spec, ckpt, GV_CKPT_TMP, err);
+        if (r < 0 || (r = boot(g, spec, dirfd, ckpt ? image : NULL, err)) < 0) {
                 gv_stop(g, spec, NULL);
                 return r;
         }
         read_pid(dirfd, ret_pid);
         return 0;
+}
+
+static int gv_start(void *state, const struct rt_spec *spec, pid_t *ret_pid, struct sbx_error *err)
+{
+        return launch(state, spec, NULL, false, ret_pid, err);
+}
+
+/* A restored sandbox keeps the name it had when saved: a fork gets its
+ * own. */
+static int gv_set_hostname(void *state, const struct rt_spec *spec, pid_t init_pid,
+                           const char *name, struct sbx_error *err);
+
+static int gv_restore(void *state, const struct rt_spec *spec, const char *dir, pid_t *ret_pid,
+                      struct sbx_error *err)
+{
+        int r = launch(state, spec, dir, true, ret_pid, err);
+        if (r == 0 && spec->hostname)
+                r = gv_set_hostname(state, spec, *ret_pid, spec->hostname, err);
+        return r;
+}
+
+/* Wait until sandbox-init has closed its listener and removed its socket
+ * (quiesce.c): then nothing of the host is open in the sandbox. */
+static int wait_quiesced(const struct rt_spec *spec, struct sbx_error *err)
+{
+        char sock[PATH_MAX];
+        if (path_printf(sock, sizeof(sock), "%s/agent/%s", spec->dir, GV_AGENT_SOCK) < 0)
+                return sbx_error_set(err, ENAMETOOLONG, "sandbox dir");
+        for (int64_t deadline = mono_ms() + 2000; mono_ms() < deadline; sleep_ms(2))
+                if (access(sock, F_OK) < 0 && errno == ENOENT) {
+                        sleep_ms(5); /* its last close, after the unlink */
+                        return 0;
+                }
+        return sbx_error_set(err, ETIMEDOUT, "the sandbox's agent did not quiesce");
+}
+
+/* Save the sandbox into dir: the kernel and its processes (runsc
+ * checkpoint, which ends it), then its files (gvisor-ckpt.c); then start it
+ * again from there when it is to keep running. */
+static int gv_checkpoint(void *state, const struct rt_spec *spec, const char *dir, uint32_t flags,
+                         struct sbx_error *err)
+{
+        struct gv_rt *g = state;
+        _cleanup_close_ int dirfd = open_dir(spec, err);
+        if (dirfd < 0)
+                return dirfd;
+        char agent[PATH_MAX], image[PATH_MAX + 16], cid[40];
+        if (path_printf(agent, sizeof(agent), "%s/agent", spec->dir) < 0 ||
+            path_printf(image, sizeof(image), "--image-path=%s/image", dir) < 0)
+                return sbx_error_set(err, ENAMETOOLONG, "sandbox dir");
+        container_id(g, spec->id, cid);
+        struct agent_peer peer = agent_peer_dir(agent);
+        int r = agent_quiesce(&peer, err);
+        if (r < 0 || (r = wait_quiesced(spec, err)) < 0)
+                return r;
+        _cleanup_close_ int log =
+            openat(dirfd, "runsc.log", O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+        const char *const args[] = {"checkpoint", image, cid, NULL};
+        struct gv_call c = {
+            .args = args, .log_fd = log, .netns_fd = -1, .timeout_ms = GV_START_TIMEOUT_MS};
+        if ((r = gv_call(g, &c, err)) < 0) {
+                /* Still running (runsc saves before it stops anything): the
+                 * agent listens again. */
+                if (cg_populated(&g->cg, spec->id) && resume_agent(dirfd, NULL) == 0)
+                        wait_agent(spec, NULL);
+                return r;
+        }
+        if ((r = gv_ckpt_save(spec, dir, GV_CKPT_TMP, err)) < 0 ||
+            (r = gv_stop(g, spec, err)) < 0 ||
+            (r = gv_ckpt_save(spec, dir, GV_CKPT_LAYER, err)) < 0)
+                return r;
+        if (!(flags & RT_CKPT_KEEP_RUNNING))
+                return 0;
+        pid_t pid;
+        return launch(g, spec, dir, false, &pid, err);
 }
 
 static int gv_stop(void *state, const struct rt_spec *spec, struct sbx_error *err)
@@ -520,7 +653,7 @@ static int gv_set_hostname(void *state, const struct rt_spec *spec, pid_t init_p
 
 const struct rt_driver rt_gvisor_driver = {
     .name = "gvisor",
-    .caps = RT_CAP_NAT | RT_CAP_DISK_LIMIT | RT_CAP_HOSTNAME,
+    .caps = RT_CAP_NAT | RT_CAP_DISK_LIMIT | RT_CAP_HOSTNAME | RT_CAP_CHECKPOINT,
     .open = gv_open,
     .close = gv_close,
     .start = gv_start,
@@ -533,4 +666,6 @@ const struct rt_driver rt_gvisor_driver = {
     .dial = gv_dial,
     .set_hostname = gv_set_hostname,
     .root = gv_root,
+    .checkpoint = gv_checkpoint,
+    .restore = gv_restore,
 };

@@ -60,6 +60,15 @@ int gv_net_up(const struct ns_net_cfg *cfg, int dirfd, const struct rt_spec *spe
 /* Unpin it: the namespace and its veth go with the sandbox's last user. */
 void gv_net_down(int dirfd);
 
+/* A checkpoint's copy of the sandbox's files (gvisor-ckpt.c): its /tmp,
+ * taken while the host still has it mounted, and its writable layer, taken
+ * once nothing is mounted; put back in the opposite order. */
+enum gv_ckpt_part { GV_CKPT_TMP, GV_CKPT_LAYER };
+int gv_ckpt_save(const struct rt_spec *spec, const char *ckpt, enum gv_ckpt_part part,
+                 struct sbx_error *err);
+int gv_ckpt_load(const struct rt_spec *spec, const char *ckpt, enum gv_ckpt_part part,
+                 struct sbx_error *err);
+
 /* An O_PATH fd of <dir>/root while it is the mounted overlay; -ESTALE
  * when the sandbox's files are not mounted (it does not run). */
 int gv_host_root(int dirfd, int *ret_fd, struct sbx_error *err);

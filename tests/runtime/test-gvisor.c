@@ -193,6 +193,90 @@ static void test_lifecycle(struct rt *rt, const char *rootfs)
         CHECK(access(b.dir, F_OK) < 0, "sandbox dir removed");
 }
 
+static long counter(struct box *b)
+{
+        char out[64];
+        return run(b, CMD("cat", "/tmp/count"), out, sizeof(out)) == 0 ? strtol(out, NULL, 10) : -1;
+}
+
+/* A checkpoint saves the kernel, the processes and their memory, and the
+ * files; a restore continues them; a second sandbox restored from the
+ * same checkpoint (a fork) continues them too, under its own name. */
+static void test_checkpoint(struct rt *rt, const char *rootfs)
+{
+        struct box b, f;
+        struct sbx_error err = {0};
+        box_init(&b, 3, rootfs, "gv-ckpt");
+        pid_t pid = 0;
+        int r = rt_start(rt, &b.spec, &pid, &err);
+        CHECK(r == 0, "rt_start %s", err.msg);
+        if (r < 0)
+                return;
+        const char *loop = "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; done";
+        struct agent_cmd cmd = {.argv = CMD("sh", "-c", loop), .argc = 3};
+        struct agent_proc_status st = {0};
+        CHECK(agent_spawn(&b.peer, &cmd, &st, &err) == 0, "spawn a counter %s", err.msg);
+        agent_proc_status_free(&st);
+        run(&b, CMD("sh", "-c", "echo kept > /workspace/k; sleep 0.5"), NULL, 0);
+        char ck[400];
+        snprintf(ck, sizeof(ck), "%s/ck", tmpdir);
+        mkdir(ck, 0700);
+        int64_t t0 = mono_ms();
+        err = (struct sbx_error){0};
+        r = rt_checkpoint(rt, &b.spec, ck, 0, &err);
+        CHECK(r == 0, "checkpoint (%" PRId64 " ms) %s", mono_ms() - t0, err.msg);
+        CHECK(!rt_is_alive(rt, &b.spec), "a checkpoint without keep-running ends the sandbox");
+        if (r < 0)
+                return;
+        t0 = mono_ms();
+        err = (struct sbx_error){0};
+        r = rt_restore(rt, &b.spec, ck, &pid, &err);
+        CHECK(r == 0, "restore (%" PRId64 " ms) %s", mono_ms() - t0, err.msg);
+        long c1 = counter(&b);
+        usleep(300000);
+        long c2 = counter(&b);
+        CHECK(c1 > 5 && c2 > c1, "the counter goes on from where it was (%ld, then %ld)", c1, c2);
+        char out[64];
+        CHECK(run(&b, CMD("cat", "/workspace/k"), out, sizeof(out)) == 0 && !strcmp(out, "kept\n"),
+              "files are there");
+        /* A failed checkpoint (runsc will not overwrite an image) leaves
+         * it running, its agent answering. */
+        err = (struct sbx_error){0};
+        r = rt_checkpoint(rt, &b.spec, ck, RT_CKPT_KEEP_RUNNING, &err);
+        CHECK(r < 0 && rt_is_alive(rt, &b.spec) && agent_ping(&b.peer, 5000, NULL) == 0,
+              "a failed checkpoint leaves it running: %s", err.msg);
+        snprintf(ck, sizeof(ck), "%s/ck2", tmpdir);
+        mkdir(ck, 0700);
+        t0 = mono_ms();
+        err = (struct sbx_error){0};
+        r = rt_checkpoint(rt, &b.spec, ck, RT_CKPT_KEEP_RUNNING, &err);
+        CHECK(r == 0 && rt_is_alive(rt, &b.spec), "checkpoint, keep running (%" PRId64 " ms) %s",
+              mono_ms() - t0, err.msg);
+        CHECK(counter(&b) >= c2, "and it still counts");
+
+        /* The fork: its own dir with a copy of the checkpoint. */
+        box_init(&f, 4, rootfs, "gv-fork");
+        char cp[1200];
+        snprintf(cp, sizeof(cp), "cp -a %s %s/ck", ck, f.dir);
+        CHECK(system(cp) == 0, "copy the checkpoint");
+        snprintf(cp, sizeof(cp), "%s/ck", f.dir);
+        t0 = mono_ms();
+        err = (struct sbx_error){0};
+        r = rt_restore(rt, &f.spec, cp, &pid, &err);
+        CHECK(r == 0, "fork: restore as another sandbox (%" PRId64 " ms) %s", mono_ms() - t0,
+              err.msg);
+        long fc = counter(&f);
+        CHECK(fc > 5, "the fork's counter goes on too (%ld)", fc);
+        CHECK(run(&f, CMD("hostname"), out, sizeof(out)) == 0 && !strcmp(out, "gv-fork\n"),
+              "the fork has its own name (%s)", out);
+        run(&f, CMD("sh", "-c", "echo fork > /workspace/k"), NULL, 0);
+        CHECK(run(&b, CMD("cat", "/workspace/k"), out, sizeof(out)) == 0 && !strcmp(out, "kept\n"),
+              "and its own files");
+        err = (struct sbx_error){0};
+        CHECK(rt_destroy(rt, &f.spec, &err) == 0, "destroy the fork %s", err.msg);
+        CHECK(rt_destroy(rt, &b.spec, &err) == 0, "destroy %s", err.msg);
+}
+
 /* NAT: a veth in a netns of its own that the sentry runs its own network
  * stack on; the address and route are the ns class's. */
 static void test_nat(struct rt *rt, const char *rootfs)
@@ -264,10 +348,12 @@ int main(int argc, char **argv)
         rt_of_test = rt;
         if (r == 0) {
                 struct rt_spec s = {.driver = "gvisor"};
-                CHECK(rt_caps(rt, &s) == (RT_CAP_NAT | RT_CAP_DISK_LIMIT | RT_CAP_HOSTNAME),
-                      "gvisor: NAT, disk limit, rename; no id shift, no agent root");
+                CHECK(rt_caps(rt, &s) ==
+                          (RT_CAP_NAT | RT_CAP_DISK_LIMIT | RT_CAP_HOSTNAME | RT_CAP_CHECKPOINT),
+                      "gvisor: NAT, disk limit, rename, checkpoint; no id shift, no agent root");
                 test_lifecycle(rt, rootfs);
                 test_nat(rt, rootfs);
+                test_checkpoint(rt, rootfs);
                 rt_close(rt);
         }
         static const char *const h[] = {"unified", "memory", "pids", "cpu", "freezer", ""};

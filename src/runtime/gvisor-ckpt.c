@@ -23,7 +23,7 @@
 
 static int cp(const char *const *argv, struct sbx_error *err)
 {
-        char text[256];
+        char text[256] = "";
         struct tool_run t = {.argv = argv,
                              .envp = tool_plain_env,
                              .fd3 = -1,

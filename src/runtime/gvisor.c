@@ -444,8 +444,9 @@ static int boot(struct gv_rt *g, const struct rt_spec *spec, int dirfd, const ch
 
 static int gv_stop(void *state, const struct rt_spec *spec, struct sbx_error *err);
 
-/* Start, or restore from ckpt (a checkpoint dir; load: put its files
- * back first, which a restore of the checkpoint just taken skips). */
+/* Start, or restore from ckpt (a checkpoint dir; load: put its writable
+ * layer back first, which a restore of the checkpoint just taken skips;
+ * its /tmp always comes back). */
 static int launch(struct gv_rt *g, const struct rt_spec *spec, const char *ckpt, bool load,
                   pid_t *ret_pid, struct sbx_error *err)
 {
@@ -480,7 +481,7 @@ static int launch(struct gv_rt *g, const struct rt_spec *spec, const char *ckpt,
         char image[PATH_MAX];
         if (ckpt && path_printf(image, sizeof(image), "%s/image", ckpt) < 0)
                 r = sbx_error_set(err, ENAMETOOLONG, "checkpoint path");
-        else if (ckpt && load)
+        else if (ckpt) /* a tmpfs: gone with the last run, whatever load says */
                 r = gv_ckpt_load(spec, ckpt, GV_CKPT_TMP, err);
         if (r < 0 || (r = boot(g, spec, dirfd, ckpt ? image : NULL, err)) < 0) {
                 gv_stop(g, spec, NULL);

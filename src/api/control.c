@@ -61,15 +61,15 @@ static bool attach_body(struct api_req *req, json_t **ret_body, const char **cls
 
 /* The handle of an attached sandbox: its record, endpoint and a fresh
  * credential. */
-static void attach_answer(struct api_call *c, const struct mgr_record *rec, uint64_t id,
-                          struct api_resp *resp)
+void control_handle_answer(struct api_call *c, const char *deployment, const char *name,
+                           const struct mgr_record *rec, uint64_t id, struct api_resp *resp)
 {
         struct api *a = c->a;
         struct sbx_error err = {0};
         int64_t exp = now_ms() + a->cfg.credential_ttl_ms;
         _cleanup_free_ char *cred = NULL;
         struct keyring *kr = api_keys(a);
-        int r = cred_mint(kr, c->caller.deployment, c->name, id, exp, &cred, &err);
+        int r = cred_mint(kr, deployment, name, id, exp, &cred, &err);
         keyring_free(kr);
         if (r < 0) {
                 api_error(resp, 500, "internal", "cannot mint a credential");
@@ -80,7 +80,7 @@ static void attach_answer(struct api_call *c, const struct mgr_record *rec, uint
         api_json(resp, 200,
                  json_pack("{s:s,s:s,s:s,s:o,s:{s:o},s:s,s:s}", "name", rec->name, "class",
                            rec->sandbox_class, "state", sbx_state_name(rec->state), "endpoint",
-                           json_sprintf("%s/v1/sandboxes/%s", a->cfg.url, c->name), "headers",
+                           json_sprintf("%s/v1/sandboxes/%s", a->cfg.url, name), "headers",
                            "Authorization", json_sprintf("Bearer %s", cred), "expiresAt", expires,
                            "network", rec->network));
 }
@@ -104,7 +104,7 @@ void control_attach(struct api_call *c, struct api_resp *resp)
                 api_error_errno(resp, API_ERR_CONTROL, r, &err);
                 return;
         }
-        attach_answer(c, &rec, id, resp);
+        control_handle_answer(c, c->caller.deployment, c->name, &rec, id, resp);
 }
 
 void control_list(struct api_call *c, struct api_resp *resp)

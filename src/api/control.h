@@ -10,3 +10,8 @@ api_handler control_get;    /* GET    /v1/sandboxes/{name} */
 api_handler control_delete; /* DELETE /v1/sandboxes/{name} */
 api_handler control_attach; /* POST   /v1/sandboxes/{name}/attach */
 api_handler control_stop;   /* POST   /v1/sandboxes/{name}/stop */
+
+/* The 200 of an attach: rec's handle (endpoint, a fresh credential for
+ * deployment/name/id). A fork answers the same. */
+void control_handle_answer(struct api_call *c, const char *deployment, const char *name,
+                           const struct mgr_record *rec, uint64_t id, struct api_resp *resp);

@@ -13,3 +13,6 @@ api_handler dataplane_poll;   /* GET    {endpoint}/processes/{id} */
 api_handler dataplane_kill;   /* DELETE {endpoint}/processes/{id} */
 api_handler dataplane_signal; /* POST   {endpoint}/processes/{id}/signal */
 api_handler dataplane_stdin;  /* POST   {endpoint}/processes/{id}/stdin */
+/* checkpoint.c */
+api_handler dataplane_checkpoint; /* POST {endpoint}/checkpoint */
+api_handler dataplane_fork;       /* POST {endpoint}/fork */

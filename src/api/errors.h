@@ -30,7 +30,8 @@
         C(ROOT, ROOT)             /* the handle on the sandbox's root for the file endpoints */    \
         C(PATH, PATH)             /* the path query parameter of the file endpoints */             \
         C(FILE_READ, FILE_READ)   /* reading a file or listing a directory */                      \
-        C(FILE_WRITE, FILE_WRITE) /* writing a file */
+        C(FILE_WRITE, FILE_WRITE) /* writing a file */                                             \
+        C(CKPT, CONTROL)          /* a checkpoint or a fork */
 
 /* X(context, errno, status, code, reason); errno 0 is the context's
  * default. The tests pin every status and code. */
@@ -58,6 +59,9 @@
          * answers 409 unsupported_class instead. */                                               \
         X(ENTER, ENOTSUP, 502, "bring_up_failed", NULL)                                            \
         X(GONE, 0, 404, "sandbox_not_found", NULL)                                                 \
+        /* A fork needs a checkpoint to start from, and a name of its own. */                      \
+        X(CKPT, ENOENT, 409, "no_checkpoint", NULL)                                                \
+        X(CKPT, EEXIST, 409, "already_exists", NULL)                                               \
         /* The agent's one "missing" is a process id. */                                           \
         X(AGENT, ENOENT, 404, "process_not_found", NULL)                                           \
         X(AGENT, EINVAL, 400, "invalid_argument", NULL)                                            \

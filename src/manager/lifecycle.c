@@ -110,7 +110,22 @@ static int start_locked(struct manager *m, struct sandbox *sb, const char *why,
                                      sb->rec.image, sb->rec.image),
                        -EHOSTDOWN;
         pid_t pid;
-        int r = rt_start(m->rt, &spec, &pid, err);
+        int r = -ENOENT;
+        /* One that was checkpointed resumes there: processes, memory and
+         * files as they were saved. If that fails it boots, on the files
+         * the restore put back. */
+        if (sandbox_has_checkpoint(m, sb)) {
+                char ck[PATH_MAX];
+                path_printf(ck, sizeof(ck), "%s/" MGR_CHECKPOINT_DIR, sb->dir);
+                if ((r = rt_restore(m->rt, &spec, ck, &pid, err)) < 0)
+                        log_warn("sandbox name=%s: restore from its checkpoint failed (%s), "
+                                 "booting",
+                                 sb->rec.name, err->msg);
+                else
+                        why = "restored from its checkpoint";
+        }
+        if (r < 0)
+                r = rt_start(m->rt, &spec, &pid, err);
         if (r == -ETIMEDOUT)
                 rt_stop(m->rt, &spec, NULL);
         if (r < 0) {

@@ -205,6 +205,20 @@ void sandbox_reconnect_locked(struct manager *m, struct sandbox *sb);
  * start it again on the same files. */
 int sandbox_recover_locked(struct manager *m, struct sandbox *sb, struct sbx_error *err);
 
+/* ---- checkpoints (checkpoint.c) ---- */
+/* <sandbox dir>/MGR_CHECKPOINT_DIR: the sandbox's last checkpoint, which a
+ * start of it restores (lifecycle.c); NULL-terminated path in out. */
+#define MGR_CHECKPOINT_DIR "checkpoint"
+/* Whether sb has one its driver can restore. */
+bool sandbox_has_checkpoint(struct manager *m, struct sandbox *sb);
+/* The attach of a fork (manager.c): a new sandbox `name` of from's
+ * deployment, account, class, driver, image and network, whose dir gets
+ * dir (a copy of from's checkpoint) before its first start; -EEXIST when
+ * the name is taken. */
+int manager_fork_attach(struct manager *m, const struct sandbox *from, const char *name,
+                        const char *dir, uint64_t *ret_id, struct mgr_record *ret,
+                        struct sbx_error *err);
+
 /* ---- pool.c ---- */
 /* Check cfg's pools and set them up (those of size 0 are left out):
  * -EINVAL for a size out of bounds, a driver that is not here or cannot

@@ -223,6 +223,11 @@ struct attach {
         const char *network; /* as named, or NULL */
         const char *net;     /* what a new sandbox gets */
         int64_t account_limit;
+        /* A fork (mgr_fork): the sandbox it is made from, whose class,
+         * driver, image and network it gets, and the copy of its
+         * checkpoint it starts from (moved into its dir). */
+        const struct sandbox *fork_of;
+        const char *fork_dir;
 };
 
 static int attach_check(struct manager *m, const char *cls, const char *network, struct attach *a,
@@ -278,6 +283,10 @@ static int new_entry_locked(struct manager *m, const struct attach *a, struct sa
         snprintf(rec.sandbox_class, sizeof(rec.sandbox_class), "%s", a->cls->name);
         snprintf(rec.image, sizeof(rec.image), "%s", class_image(m, a->cls));
         snprintf(rec.driver, sizeof(rec.driver), "%s", class_driver(m, a->cls));
+        if (a->fork_of) {
+                snprintf(rec.image, sizeof(rec.image), "%s", a->fork_of->rec.image);
+                snprintf(rec.driver, sizeof(rec.driver), "%s", a->fork_of->rec.driver);
+        }
         snprintf(rec.network, sizeof(rec.network), "%s", a->net);
         rec.state = SBX_STOPPED;
         rec.created_at = rec.last_active_at = rec.state_since = now_ms();
@@ -307,7 +316,7 @@ static int create_entry_locked(struct manager *m, const struct attach *a, struct
                 r = check_caps_locked(m, a, err);
         if (r < 0)
                 return r;
-        struct sandbox *sb = pool_take_locked(m, a->c, a->name, a->cls, a->net);
+        struct sandbox *sb = a->fork_of ? NULL : pool_take_locked(m, a->c, a->name, a->cls, a->net);
         if (!sb && (r = new_entry_locked(m, a, &sb, err)) < 0)
                 return r;
         table_insert_locked(m, sb);
@@ -326,7 +335,10 @@ static int attach_entry(struct manager *m, const struct attach *a, struct sandbo
         struct sandbox *sb = table_find_locked(m, a->c->deployment, a->name);
         if (sb && !owned_by(sb, a->c))
                 r = foreign_deployment(a->c, err);
-        else if (!sb && (r = create_entry_locked(m, a, &sb, err)) == 0)
+        else if (sb && a->fork_of) {
+                sbx_error_say(err, EEXIST, "sandbox '%s' exists", a->name);
+                r = -EEXIST;
+        } else if (!sb && (r = create_entry_locked(m, a, &sb, err)) == 0)
                 created = true;
         if (r == 0)
                 sandbox_ref(sb);
@@ -351,8 +363,9 @@ static int attach_matches(struct manager *m, struct sandbox *sb, const struct at
         return 0;
 }
 
-/* A new sandbox: name a warm one, or make the directory of a cold one. */
-static int attach_prepare_new(struct sandbox *sb, struct sbx_error *err)
+/* A new sandbox: name a warm one, or make the directory of a cold one
+ * (with a fork's checkpoint in it). */
+static int attach_prepare_new(struct sandbox *sb, const struct attach *a, struct sbx_error *err)
 {
         if (sb->from_pool) {
                 sb->from_pool = false;
@@ -364,6 +377,12 @@ static int attach_prepare_new(struct sandbox *sb, struct sbx_error *err)
         int r = mkdir_p(sb->dir, 0700);
         if (r < 0)
                 return sbx_error_set(err, -r, "create the sandbox's directory"), -EHOSTDOWN;
+        char ck[PATH_MAX];
+        if (a->fork_dir && (path_printf(ck, sizeof(ck), "%s/" MGR_CHECKPOINT_DIR, sb->dir) < 0 ||
+                            rename(a->fork_dir, ck) < 0))
+                return sbx_error_set(err, errno ? errno : ENAMETOOLONG,
+                                     "move the checkpoint into the fork"),
+                       -EHOSTDOWN;
         return 0;
 }
 
@@ -372,7 +391,7 @@ static int attach_prepare_new(struct sandbox *sb, struct sbx_error *err)
 static int attach_bring_up(struct manager *m, struct sandbox *sb, const struct attach *a,
                            bool created, struct sbx_error *err)
 {
-        int r = created ? attach_prepare_new(sb, err) : attach_matches(m, sb, a, err);
+        int r = created ? attach_prepare_new(sb, a, err) : attach_matches(m, sb, a, err);
         if (r == 0)
                 r = sandbox_ensure_running_locked(m, sb, created ? "attach (new)" : "attach", err);
         if (r < 0 && created) {
@@ -386,6 +405,9 @@ static int attach_bring_up(struct manager *m, struct sandbox *sb, const struct a
         return r;
 }
 
+static int attach_run(struct manager *m, struct attach *a, uint64_t *ret_id, struct mgr_record *ret,
+                      struct sbx_error *err);
+
 int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
                const char *sandbox_class, const char *network, uint64_t *ret_id,
                struct mgr_record *ret, struct sbx_error *err)
@@ -394,15 +416,35 @@ int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
         int r = attach_check(m, sandbox_class, network, &a, err);
         if (r < 0)
                 return r;
+        return attach_run(m, &a, ret_id, ret, err);
+}
+
+int manager_fork_attach(struct manager *m, const struct sandbox *from, const char *name,
+                        const char *dir, uint64_t *ret_id, struct mgr_record *ret,
+                        struct sbx_error *err)
+{
+        struct mgr_caller c = {.deployment = from->rec.deployment, .account = from->rec.account};
+        struct attach a = {.c = &c, .name = name, .fork_of = from, .fork_dir = dir};
+        int r = attach_check(m, from->rec.sandbox_class, from->rec.network, &a, err);
+        if (r < 0)
+                return r;
+        a.class_named = true;
+        return attach_run(m, &a, ret_id, ret, err);
+}
+
+static int attach_run(struct manager *m, struct attach *a, uint64_t *ret_id, struct mgr_record *ret,
+                      struct sbx_error *err)
+{
+        int r;
         for (;;) {
                 struct sandbox *sb;
                 bool created;
-                r = attach_entry(m, &a, &sb, &created, err);
+                r = attach_entry(m, a, &sb, &created, err);
                 if (r < 0)
                         return r;
                 pthread_mutex_lock(&sb->lock);
                 bool gone = atomic_load(&sb->gone);
-                if (!gone && (r = attach_bring_up(m, sb, &a, created, err)) == 0) {
+                if (!gone && (r = attach_bring_up(m, sb, a, created, err)) == 0) {
                         *ret_id = sb->rec.id;
                         sandbox_to_record(m, sb, ret);
                 }
@@ -544,6 +586,11 @@ void mgr_leave(struct manager *m, struct sandbox *sb)
 const char *mgr_sandbox_dir(const struct sandbox *sb)
 {
         return sb->dir;
+}
+
+const char *mgr_sandbox_deployment(const struct sandbox *sb)
+{
+        return sb->rec.deployment;
 }
 
 const struct agent_peer *mgr_agent(struct sandbox *sb)

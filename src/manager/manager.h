@@ -162,6 +162,8 @@ int mgr_check_account(struct manager *m, const char *account, struct sbx_error *
 int mgr_enter(struct manager *m, const char *deployment, const char *name, uint64_t id,
               struct sandbox **ret, struct sbx_error *err);
 void mgr_leave(struct manager *m, struct sandbox *sb);
+/* Its deployment, valid while entered. */
+const char *mgr_sandbox_deployment(const struct sandbox *sb);
 /* The sandbox dir, valid while entered. */
 const char *mgr_sandbox_dir(const struct sandbox *sb);
 /* How to reach its agent (agent/client.h), valid while entered. */
@@ -169,6 +171,26 @@ const struct agent_peer *mgr_agent(struct sandbox *sb);
 /* An O_PATH fd of its "/" for the file endpoints: from its driver, or
  * handed over by its agent. */
 int mgr_root(struct manager *m, struct sandbox *sb, int *ret_fd, struct sbx_error *err);
+/* ---- checkpoints (checkpoint.c) ---- */
+struct mgr_checkpoint_info {
+        uint64_t size_bytes; /* on the host: the kernel's image and the files' copy */
+        int64_t duration_ms;
+        int64_t created_at;
+};
+/* Save sb (running; a suspended one is thawed first): its processes, their
+ * memory and its files, replacing the checkpoint it had. From then on a
+ * start of it (after its processes ended: a host reboot, a crash) restores
+ * that state instead of booting. keep_running false: it is stopped after
+ * the save. -ENOTSUP: its class cannot. */
+int mgr_checkpoint(struct manager *m, struct sandbox *sb, bool keep_running,
+                   struct mgr_checkpoint_info *ret, struct sbx_error *err);
+/* A new sandbox `name` (sb's deployment, account, class, network) started
+ * from sb's checkpoint: its processes, memory and files as they were then,
+ * its own name. -ENOENT: sb has no checkpoint; -EEXIST: the name is taken;
+ * -EINVAL: a bad name. ret_id: the new sandbox's incarnation. */
+int mgr_fork(struct manager *m, struct sandbox *sb, const char *name, uint64_t *ret_id,
+             struct mgr_record *ret, struct sbx_error *err);
+
 /* The first host uid (and gid) of the sandbox's id range. */
 uint32_t mgr_sandbox_uid(struct manager *m, const struct sandbox *sb);
 /* The host uid its files carry for its root, which the file endpoints act

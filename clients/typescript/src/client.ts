@@ -5,6 +5,8 @@ import {
 } from "./errors.js";
 import type {
   AttachOptions,
+  CheckpointInfo,
+  CheckpointOptions,
   CombinedResult,
   DirEntry,
   ExecRequest,
@@ -103,6 +105,42 @@ export class SandboxClient {
     checkName(name);
     const entry = await this.#attachNow(name, sandboxClass ?? "default", options?.network);
     return copyHandle(entry.handle);
+  }
+
+  /**
+   * Saves the sandbox: its processes, their memory and its files (the
+   * `gvisor` class; `ns` answers 409 `unsupported_class`). A start after its
+   * processes ended (a host reboot) resumes exactly that state, and `fork`
+   * starts new sandboxes from it.
+   */
+  async checkpoint(name: string, options: CheckpointOptions = {}): Promise<CheckpointInfo> {
+    if (options.keepRunning !== undefined && typeof options.keepRunning !== "boolean") {
+      throw new TypeError("keepRunning: expected a boolean");
+    }
+    const body = options.keepRunning === undefined ? {} : { keepRunning: options.keepRunning };
+    const res = (await this.#data(name, (ep) => jsonSpec("POST", `${ep}/checkpoint`, body), readJson)) as CheckpointInfo;
+    return { sizeBytes: res.sizeBytes, durationMs: res.durationMs, createdAt: res.createdAt, running: res.running };
+  }
+
+  /**
+   * A new sandbox `newName` (same class and network) started from `name`'s
+   * last checkpoint: its processes, memory and files as saved, its own name
+   * from then on. 409 `no_checkpoint` without one, `already_exists` when
+   * `newName` is taken.
+   */
+  async fork(name: string, newName: string): Promise<SandboxHandle> {
+    checkName(newName);
+    const body = await this.#data(name, (ep) => jsonSpec("POST", `${ep}/fork`, { name: newName }), readJson);
+    const handle = toHandle(body);
+    const received = Date.now();
+    const lifetime = Math.max(0, Date.parse(handle.expiresAt) - received);
+    this.#handles.set(newName, {
+      handle,
+      sandboxClass: handle.class,
+      network: handle.network,
+      refreshAt: received + lifetime - Math.min(REFRESH_MARGIN_MS, lifetime / 4),
+    });
+    return copyHandle(handle);
   }
 
   /** The sandbox's record. Carries no credentials. */

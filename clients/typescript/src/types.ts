@@ -17,7 +17,7 @@ export interface SandboxOptions {
 export interface SandboxHandle {
   /** The sandbox name. */
   name: string;
-  /** Always `default`. */
+  /** The class the sandbox was created in: `default` unless one was named (`ns`, `gvisor`). */
   class: string;
   /** `running`. */
   state: string;
@@ -164,6 +164,24 @@ export interface SandboxRecord {
 /** A sandbox's network (beyond the documented client): `nat` reaches the
  * internet and nothing private; `none` is loopback only. */
 export type Network = "nat" | "none";
+
+/** Options of `checkpoint` (classes that can: `gvisor`). */
+export interface CheckpointOptions {
+  /** false: the sandbox stops once saved; its next use restores it. Default true. */
+  keepRunning?: boolean;
+}
+
+/** A checkpoint taken. */
+export interface CheckpointInfo {
+  /** What it takes on the host. */
+  sizeBytes: number;
+  /** How long the save took (the sandbox paused meanwhile). */
+  durationMs: number;
+  /** RFC 3339. */
+  createdAt: string;
+  /** Whether the sandbox runs on. */
+  running: boolean;
+}
 
 /** Options of `SandboxClient.attach` beyond the documented ones. */
 export interface AttachOptions {

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -63,8 +64,8 @@ void proc_close_from(int first)
                 close(fd);
 }
 
-/* Runs between fork and exec. The parent is single-threaded, so anything
- * async-signal-unsafe here is still safe; keep it short anyway. */
+/* Runs between clone and exec, in PID 1's memory (spawn_child): only
+ * system calls and what writes nothing PID 1 reads; no malloc. */
 static _Noreturn void child_run(const struct init_ctx *ctx, const struct proc_spec *spec,
                                 const struct child_fds *fds)
 {
@@ -113,10 +114,49 @@ static _Noreturn void child_run(const struct init_ctx *ctx, const struct proc_sp
         close(oom);
         if (chdir(spec->cwd) < 0)
                 child_fail(report, STAGE_CWD, errno);
-        /* execvp looks PATH up in environ: make it the command's env. */
+        /* execvp looks PATH up in environ: make it the command's env. The
+         * child shares PID 1's memory: spawn_child puts PID 1's back. */
         environ = spec->env;
         execvp(spec->argv[0], spec->argv);
         child_fail(report, STAGE_EXEC, errno);
+}
+
+/* The child runs on this stack in PID 1's memory (CLONE_VM) while PID 1
+ * waits (CLONE_VFORK): one at a time. */
+static char child_stack[256 * 1024] __attribute__((aligned(16)));
+
+struct child_args {
+        const struct init_ctx *ctx;
+        const struct proc_spec *spec;
+        const struct child_fds *fds;
+};
+
+static int child_entry(void *arg)
+{
+        const struct child_args *a = arg;
+        child_run(a->ctx, a->spec, a->fds);
+}
+
+/* fork() and exec, without copying PID 1's address space for a child that
+ * replaces it at once: the child shares it until its execve (as
+ * posix_spawn does). Under gVisor every address space is a host stub
+ * process; this halves what an exec makes. Every signal is blocked
+ * around it, so no handler of PID 1 ever runs on the child's stack. */
+static pid_t spawn_child(const struct init_ctx *ctx, const struct proc_spec *spec,
+                         const struct child_fds *fds)
+{
+        struct child_args a = {.ctx = ctx, .spec = spec, .fds = fds};
+        sigset_t all, old;
+        char **env = environ;
+        sigfillset(&all);
+        sigprocmask(SIG_SETMASK, &all, &old);
+        pid_t pid = clone(child_entry, child_stack + sizeof(child_stack),
+                          CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+        int e = errno;
+        environ = env; /* the child has exec'd or exited by now */
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        errno = e;
+        return pid;
 }
 
 /* --------------------------------------------------------------- tables */
@@ -305,17 +345,18 @@ static int proc_adopt_fds(struct init_ctx *ctx, struct proc *p, struct spawn_pip
 /* In guard mode the child lands in the guard's pid namespace, where a
  * fork fails with ENOMEM once its init is dead: the guard is checked (and
  * made anew) before, and once more after a fork that failed so. */
-static pid_t spawn_fork(struct init_ctx *ctx, struct sbx_error *err)
+static pid_t spawn_fork(struct init_ctx *ctx, const struct proc_spec *spec,
+                        const struct child_fds *fds, struct sbx_error *err)
 {
         int r = guard_ensure(ctx);
         if (r < 0)
                 return sbx_error_set(err, -r, "start the guard of the pid namespace");
-        pid_t pid = fork();
+        pid_t pid = spawn_child(ctx, spec, fds);
         int e = errno;
         if (pid < 0 && e == ENOMEM && guard_lost(ctx, GUARD_DEATH_WAIT_MS)) {
                 if ((r = guard_ensure(ctx)) < 0)
                         return sbx_error_set(err, -r, "start the guard of the pid namespace");
-                pid = fork();
+                pid = spawn_child(ctx, spec, fds);
                 e = errno;
         }
         if (pid < 0)
@@ -347,13 +388,11 @@ int proc_start(struct init_ctx *ctx, const struct proc_spec *spec, struct proc *
         };
         p->fork_us = mono_us();
         p->started_at = now_ms();
-        pid_t pid = spawn_fork(ctx, err);
+        pid_t pid = spawn_fork(ctx, spec, &cf, err);
         if (pid < 0) {
                 r = pid;
                 goto fail;
         }
-        if (pid == 0)
-                child_run(ctx, spec, &cf);
 
         p->pid = pid;
         /* Also from here: a SIGNAL right after SPAWN must find the group

@@ -3,7 +3,8 @@
 // user-space kernel per sandbox). Per class: attach of a new name plus a
 // first `true` (no pool, and pooled at a steady pace), warm exec of `true`,
 // python start, memory per idle sandbox (PSS of every process of its
-// cgroup), a 100 MiB file written and read back.
+// cgroup), a 100 MiB file written and read back, and where the class can,
+// checkpoint, restore and fork.
 //   node bench/classes.mjs [--image debian] [--n 100] [--new 10] [--idle 5]
 // Figures, not assertions: this machine is shared and noisy.
 import { readFileSync, readdirSync, existsSync } from "node:fs";
@@ -133,8 +134,31 @@ for (const cls of classes) {
     r.get.push(now() - t0);
     if (back.length !== blob.length) throw new Error("file round trip lost bytes");
   }
+  // 4. checkpoints (where the class can), of an idle sandbox holding only
+  // the image: keep running, stop + restore, fork
+  const hc = idle[1];
+  const ck = await request(`${hc.endpoint}/checkpoint`, "POST", hc.headers, {}).then(() => true, () => false);
+  if (ck) {
+    r.ckpt = [];
+    r.restore = [];
+    r.fork = [];
+    for (let i = 0; i < 5; i++) {
+      let t0 = now();
+      const info = JSON.parse((await request(`${hc.endpoint}/checkpoint`, "POST", hc.headers, {})).toString());
+      r.ckpt.push(now() - t0);
+      r.ckptBytes = info.sizeBytes;
+      await request(`${hc.endpoint}/checkpoint`, "POST", hc.headers, { keepRunning: false });
+      t0 = now();
+      await exec(hc, ["true"]); // restores it
+      r.restore.push(now() - t0);
+      t0 = now();
+      const f = await post(`${hc.endpoint}/fork`, hc.headers, { name: `fork-${i}` });
+      await exec(f, ["true"]);
+      r.fork.push(now() - t0);
+    }
+  }
   await d0.destroy();
-  // 4. pooled, at a steady pace (a new conversation every 200 ms)
+  // 5. pooled, at a steady pace (a new conversation every 200 ms)
   const pool = cls === "gvisor" ? ["--pool-size", "0", "--gvisor-pool-size", "4"] : ["--pool-size", "4", "--gvisor-pool-size", "0"];
   const d1 = await new Daemon({ image, args: [...common, ...pool] }).start();
   const c1 = new Client(d1, "bench", "bench");
@@ -159,6 +183,9 @@ const rows = [
   ["exec `python3 -c pass`, warm", "python"],
   [`PUT ${MIB} MiB file`, "put"],
   [`GET ${MIB} MiB file`, "get"],
+  ["checkpoint, keep running", "ckpt"],
+  ["restore (first exec after a stopping checkpoint)", "restore"],
+  ["fork + its first `true`", "fork"],
 ];
 console.log(`${"".padEnd(44)}${classes.map((c) => c.padStart(22)).join("")}`);
 for (const [what, k] of rows) {
@@ -168,6 +195,7 @@ for (const [what, k] of rows) {
   });
   console.log(`${what.padEnd(44)}${cells.join("")}`);
 }
+console.log(`${"checkpoint size, MiB".padEnd(44)}${classes.map((c) => (results[c].ckptBytes ? f(results[c].ckptBytes / 1048576) : "-").padStart(22)).join("")}`);
 console.log(`${"memory per idle sandbox, PSS MiB".padEnd(44)}${classes.map((c) => f(results[c].pss).padStart(22)).join("")}`);
 if (results.ns && results.gvisor) {
   const ratio = (k) => f(p50(results.gvisor[k]) / p50(results.ns[k]));

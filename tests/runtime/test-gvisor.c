@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -221,6 +222,34 @@ static void test_nat(struct rt *rt, const char *rootfs)
         CHECK(access(p, F_OK) < 0, "the netns pin is gone");
 }
 
+/* A writable layer whose /tmp or /proc is a link: the host mounts /tmp and
+ * the masks onto those directories of its tree, so the start must refuse
+ * the link (saying so), never mount onto where it points. */
+static void test_symlinked_targets(struct rt *rt, const char *rootfs)
+{
+        static const char *const names[] = {"tmp", "proc"};
+        for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+                struct box b;
+                struct sbx_error err = {0};
+                char p[400];
+                box_init(&b, 3 + i, rootfs, "gv-link");
+                snprintf(p, sizeof(p), "%s/upper", b.dir);
+                mkdir(p, 0755);
+                snprintf(p, sizeof(p), "%s/upper/%s", b.dir, names[i]);
+                CHECK(symlink("/etc", p) == 0, "upper/%s -> /etc", names[i]);
+                pid_t pid = 0;
+                int r = rt_start(rt, &b.spec, &pid, &err);
+                CHECK(r < 0 && strstr(err.msg, "symlink"), "a symlinked /%s is refused (%s)",
+                      names[i], err.msg);
+                struct statfs st;
+                CHECK(statfs("/etc", &st) == 0 && st.f_type != 0x01021994 /* TMPFS_MAGIC */,
+                      "and nothing was mounted on the host's /etc");
+                if (r == 0)
+                        rt_stop(rt, &b.spec, NULL);
+                rt_destroy(rt, &b.spec, &err);
+        }
+}
+
 int main(int argc, char **argv)
 {
         const char *init = argc > 1 ? argv[1] : getenv("SANDBOX_INIT");
@@ -268,6 +297,7 @@ int main(int argc, char **argv)
                       "gvisor: NAT, disk limit, rename; no id shift, no agent root");
                 test_lifecycle(rt, rootfs);
                 test_nat(rt, rootfs);
+                test_symlinked_targets(rt, rootfs);
                 rt_close(rt);
         }
         static const char *const h[] = {"unified", "memory", "pids", "cpu", "freezer", ""};

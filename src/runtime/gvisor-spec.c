@@ -63,6 +63,16 @@ static json_t *mounts(const struct gv_bundle *b)
                                     OPTS("nosuid", "noexec", "nodev", "mode=1777", "size=65536k")));
         json_array_append_new(
             m, mount("/sys", "sysfs", "sysfs", OPTS("nosuid", "noexec", "nodev", "ro")));
+        /* gVisor puts its own /dev/net/tun in every /dev. The ns class
+         * has none, and this one is worse than none: the sentry checks
+         * TUNSETIFF's CAP_NET_ADMIN in the caller's user namespace, so a
+         * workload that makes one gets an interface in the sandbox's
+         * network stack. An empty read-only tmpfs hides the directory (a
+         * copy of this mount in a namespace of the workload's is locked:
+         * it cannot be unmounted there). */
+        json_array_append_new(
+            m, mount("/dev/net", "tmpfs", "tmpfs",
+                     OPTS("ro", "nosuid", "noexec", "nodev", "mode=0555", "size=4k")));
         json_array_append_new(m,
                               mount("/tmp", "bind", tmp, OPTS("rbind", "rw", "nosuid", "nodev")));
         json_array_append_new(

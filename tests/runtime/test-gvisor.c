@@ -159,6 +159,18 @@ static void check_guard(struct box *b)
         CHECK(c == 0 && !strcmp(out, "alive\n"), "and the next exec works");
 }
 
+/* What the spec takes away from gVisor's defaults: its /dev/net/tun,
+ * hidden under an empty read-only tmpfs. */
+static void check_spec_limits(struct box *b)
+{
+        char out[256];
+        int c = run(b, CMD("sh", "-c", "ls -A /dev/net; test -e /dev/net/tun && echo tun"), out,
+                    sizeof(out));
+        CHECK(c != 0 && out[0] == '\0', "/dev/net is empty inside (%s)", out);
+        c = run(b, CMD("sh", "-c", "mkdir /tmp/m && umount /dev/net"), NULL, 0);
+        CHECK(c != 0, "and stays so");
+}
+
 static void test_lifecycle(struct rt *rt, const char *rootfs)
 {
         struct box b;
@@ -175,6 +187,7 @@ static void test_lifecycle(struct rt *rt, const char *rootfs)
         CHECK(run(&b, CMD("echo", "hi"), out, sizeof(out)) == 0 && !strcmp(out, "hi\n"), "exec");
         check_kernel(&b);
         check_files(rt, &b);
+        check_spec_limits(&b);
         check_guard(&b);
         CHECK(rt_freeze(rt, &b.spec, &err) == 0, "freeze %s", err.msg);
         CHECK(agent_ping(&b.peer, 300, &err) < 0, "a frozen sandbox does not answer");

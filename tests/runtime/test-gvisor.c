@@ -159,8 +159,8 @@ static void check_guard(struct box *b)
         CHECK(c == 0 && !strcmp(out, "alive\n"), "and the next exec works");
 }
 
-/* What the spec takes away from gVisor's defaults: its /dev/net/tun,
- * hidden under an empty read-only tmpfs. */
+/* What the spec takes away from gVisor's defaults: its /dev/net/tun
+ * (hidden under an empty read-only tmpfs) and core dumps. */
 static void check_spec_limits(struct box *b)
 {
         char out[256];
@@ -169,6 +169,8 @@ static void check_spec_limits(struct box *b)
         CHECK(c != 0 && out[0] == '\0', "/dev/net is empty inside (%s)", out);
         c = run(b, CMD("sh", "-c", "mkdir /tmp/m && umount /dev/net"), NULL, 0);
         CHECK(c != 0, "and stays so");
+        c = run(b, CMD("sh", "-c", "ulimit -Hc; ulimit -c unlimited"), out, sizeof(out));
+        CHECK(c != 0 && !strcmp(out, "0\n"), "the core limit is 0 and stays so (%s)", out);
 }
 
 static void test_lifecycle(struct rt *rt, const char *rootfs)

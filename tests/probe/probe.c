@@ -32,7 +32,10 @@
  * the workload's pid namespace, and gVisor does not protect a pid
  * namespace's init from SIGKILL and SIGSTOP, so those two are not sent.
  *
- * `probe memhog` instead allocates memory until it is killed. */
+ * `probe memhog` instead allocates memory until it is killed;
+ * `probe userns CMD ARG...` runs CMD as root of a user namespace of its
+ * own (where the kernel allows one); `probe udp SRC DST PORT COUNT` sends
+ * COUNT datagrams from SRC (an address of the sandbox's) to DST:PORT. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1642,6 +1645,48 @@ static int memhog(void)
         }
 }
 
+/* `probe userns CMD...`: what root of a user namespace of its own may do
+ * to the sandbox (the network tests try reconfiguring its network). */
+static int userns_exec(char **argv)
+{
+        if (unshare(CLONE_NEWUSER) < 0) {
+                fprintf(stderr, "probe: unshare(CLONE_NEWUSER): %s\n", strerror(errno));
+                return 4;
+        }
+        int fd = open("/proc/self/uid_map", O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, "0 0 1", 5) != 5) {
+                fprintf(stderr, "probe: uid_map: %s\n", strerror(errno));
+                return 4;
+        }
+        close(fd);
+        execv(argv[0], argv);
+        fprintf(stderr, "probe: exec %s: %s\n", argv[0], strerror(errno));
+        return 4;
+}
+
+/* `probe udp SRC DST PORT COUNT`: datagrams from a chosen source. */
+static int udp_from(const char *src, const char *dst, const char *port, const char *count)
+{
+        struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET};
+        to.sin_port = htons((uint16_t)atoi(port));
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || inet_pton(AF_INET, src, &from.sin_addr) != 1 ||
+            inet_pton(AF_INET, dst, &to.sin_addr) != 1 ||
+            bind(fd, (struct sockaddr *)&from, sizeof(from)) < 0) {
+                fprintf(stderr, "probe: udp from %s: %s\n", src, strerror(errno));
+                return 4;
+        }
+        int sent = 0;
+        for (int i = 0; i < atoi(count); i++) {
+                char msg[64];
+                int n = snprintf(msg, sizeof(msg), "probe %s %d\n", src, i);
+                sent += sendto(fd, msg, (size_t)n, 0, (struct sockaddr *)&to, sizeof(to)) == n;
+                usleep(20 * 1000);
+        }
+        printf("sent %d\n", sent);
+        return 0;
+}
+
 int main(int argc, char **argv)
 {
         scan_early_fds();
@@ -1651,6 +1696,10 @@ int main(int argc, char **argv)
         }
         if (argc == 2 && !strcmp(argv[1], "memhog"))
                 return memhog();
+        if (argc >= 3 && !strcmp(argv[1], "userns"))
+                return userns_exec(argv + 2);
+        if (argc == 6 && !strcmp(argv[1], "udp"))
+                return udp_from(argv[2], argv[3], argv[4], argv[5]);
         if (parse_args(argc, argv) < 0)
                 return 2;
         if (O.gvisor && !on_gvisor()) {

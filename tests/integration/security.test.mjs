@@ -695,6 +695,13 @@ function worldDown() {
   try { sh(`ip netns del ${NETNS} 2>/dev/null`); } catch {}
 }
 
+// Packets the host's reverse-path filter dropped (all interfaces).
+function rpDrops() {
+  const [keys, values] = readFileSync("/proc/net/netstat", "utf8").split("\n")
+    .filter((l) => l.startsWith("TcpExt:")).map((l) => l.split(/\s+/));
+  return Number(values[keys.indexOf("IPReversePathFilter")]);
+}
+
 function hostAddresses() {
   return sh("ip -4 -o addr show").split("\n").map((l) => l.split(/\s+/)[3]).filter(Boolean)
     .map((a) => a.split("/")[0]).filter((a) => !a.startsWith("127.") && a !== "198.19.254.1");
@@ -760,10 +767,16 @@ test("nat: the outside answers; the host, the daemon, private and metadata addre
     const add = await cc.sh("a", spoof.map((a) => `/workspace/probe userns /bin/ip addr add ${a}/32 dev eth0`).join(" && "));
     if (GVISOR) {
       assert.equal(add.exitCode, 0, add.stderr);
-      const before = world.udp.length;
+      // They do leave the sandbox (the host end receives them) and the
+      // host's reverse-path filter drops them.
+      const hostEnd = sh("ip -o link").match(new RegExp(`^${hostIfindex}: ([^:@]+)`, "m"))[1];
+      const rx = () => Number(readFileSync(`/sys/class/net/${hostEnd}/statistics/rx_packets`, "utf8"));
+      const before = world.udp.length, rx0 = rx(), rp0 = rpDrops();
       for (const a of spoof) assert.equal((await udp(a)).stdout, "sent 5\n", a);
       await sleep(500);
       assert.deepEqual(world.udp.slice(before), [], `spoofed datagrams got out: ${world.udp.slice(before)}`);
+      assert.ok(rx() - rx0 >= 10, `the host end got ${rx() - rx0} packets`);
+      assert.ok(rpDrops() - rp0 >= 10, `the host's reverse-path filter dropped ${rpDrops() - rp0}`);
     } else {
       assert.notEqual(add.exitCode, 0);
       assert.match(add.stderr, /unshare\(CLONE_NEWUSER\): Operation not permitted/);

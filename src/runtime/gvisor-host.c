@@ -26,9 +26,25 @@ static int subdir(int dirfd, const char *name, mode_t mode, int *ret, struct sbx
 {
         if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST)
                 return sbx_error_set(err, errno, "create %s/ of the sandbox", name);
-        int fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return sbx_error_set(err, errno, "open %s/ of the sandbox", name);
+        /* A link the image or upper layer put there is never followed: a
+         * mount onto it would land wherever it points, on the host
+         * (CVE-2021-30465 class). Refused like the ns class's targets. */
+        struct stat st;
+        if (fstat(fd, &st) < 0) {
+                int e = errno;
+                close(fd);
+                return sbx_error_set(err, e, "stat %s/ of the sandbox", name);
+        }
+        if (!S_ISDIR(st.st_mode)) {
+                bool link = S_ISLNK(st.st_mode);
+                close(fd);
+                return sbx_error_set(err, link ? ELOOP : ENOTDIR,
+                                     "mount target %s of the sandbox is a %s, refusing it", name,
+                                     link ? "symlink" : "file of the wrong type");
+        }
         *ret = fd;
         return 0;
 }
@@ -145,7 +161,8 @@ static int mount_tmp_and_targets(int dirfd, const struct rt_spec *spec, struct s
                 return r;
         int f = openat(sbx, "sandbox-init", O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0555);
         if (f < 0)
-                return sbx_error_set(err, errno, "create /.sbx/sandbox-init in the sandbox");
+                return sbx_error_set(err, errno, "create /.sbx/sandbox-init in the sandbox%s",
+                                     errno == ELOOP ? ": a symlink, refusing it" : "");
         close(f);
         return 0;
 }

@@ -63,6 +63,16 @@ static json_t *mounts(const struct gv_bundle *b)
                                     OPTS("nosuid", "noexec", "nodev", "mode=1777", "size=65536k")));
         json_array_append_new(
             m, mount("/sys", "sysfs", "sysfs", OPTS("nosuid", "noexec", "nodev", "ro")));
+        /* gVisor puts its own /dev/net/tun in every /dev. The ns class
+         * has none, and this one is worse than none: the sentry checks
+         * TUNSETIFF's CAP_NET_ADMIN in the caller's user namespace, so a
+         * workload that makes one gets an interface in the sandbox's
+         * network stack. An empty read-only tmpfs hides the directory (a
+         * copy of this mount in a namespace of the workload's is locked:
+         * it cannot be unmounted there). */
+        json_array_append_new(
+            m, mount("/dev/net", "tmpfs", "tmpfs",
+                     OPTS("ro", "nosuid", "noexec", "nodev", "mode=0555", "size=4k")));
         json_array_append_new(m,
                               mount("/tmp", "bind", tmp, OPTS("rbind", "rw", "nosuid", "nodev")));
         json_array_append_new(
@@ -88,12 +98,15 @@ static json_t *process(const struct gv_bundle *b)
         json_int_t soft = lim->nofile ? lim->nofile : 1024;
         json_int_t hard = soft > 65536 ? soft : 65536;
         json_t *c = str_array(caps, ARRAY_SIZE(caps));
+        /* No core dumps, as in the ns class (a workload cannot raise a
+         * hard limit of 0). */
         return json_pack("{s:b,s:{s:i,s:i},s:o,s:[],s:s,s:{s:o,s:O,s:O,s:[],s:[]},"
-                         "s:[{s:s,s:I,s:I}],s:b}",
+                         "s:[{s:s,s:I,s:I},{s:s,s:i,s:i}],s:b}",
                          "terminal", 0, "user", "uid", 0, "gid", 0, "args", str_array(argv, argc),
                          "env", "cwd", "/", "capabilities", "bounding", c, "effective", c,
                          "permitted", c, "inheritable", "ambient", "rlimits", "type",
-                         "RLIMIT_NOFILE", "hard", hard, "soft", soft, "noNewPrivileges", 1);
+                         "RLIMIT_NOFILE", "hard", hard, "soft", soft, "type", "RLIMIT_CORE", "hard",
+                         0, "soft", 0, "noNewPrivileges", 1);
 }
 
 static json_t *linux_section(const struct gv_bundle *b)

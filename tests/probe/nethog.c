@@ -10,7 +10,8 @@
  *     kernel drops what is sent. Prints how many sockets were opened, why
  *     the last one was refused, how many bytes the kernel holds for the
  *     queues (SO_MEMINFO) and the RLIMIT_NOFILE it ran under, then holds
- *     everything until killed.
+ *     everything until killed. BUDGET_MIB 0 queues nothing (for a kernel
+ *     without SO_MEMINFO, gVisor's, whose queues it cannot measure).
  *
  *   nethog dnsflood ADDR COUNT RATE
  *     Sends COUNT DNS queries (A, f<i>.flood.test) to ADDR:53 at about
@@ -89,7 +90,7 @@ static _Noreturn void hog_one(long budget, int out)
 static int sockets(int procs, long budget_mib)
 {
         int p[2];
-        if (procs < 1 || procs > 64 || budget_mib < 1 || budget_mib > 4096 || pipe(p) < 0)
+        if (procs < 1 || procs > 64 || budget_mib < 0 || budget_mib > 4096 || pipe(p) < 0)
                 return 2;
         long budget = (budget_mib << 20) / procs;
         for (int i = 0; i < procs; i++)

@@ -18,9 +18,24 @@
  *   --pid=N  a pid outside the sandbox (must stay unreachable);
  *   --host-file=PATH  a file only the host has; --connect=IPv4:PORT  must
  *   not connect; --abstract=NAME  a host abstract unix socket;
- *   --no-kill-all  skip kill(-1, SIGKILL).
+ *   --no-kill-all  skip kill(-1, SIGKILL); --only=NAME  run only that check
+ *   (repeatable); --profile=gvisor  see below.
  *
- * `probe memhog` instead allocates memory until it is killed. */
+ * --profile=gvisor: the sandbox's kernel is gVisor's sentry, a kernel in
+ * user space that runs under its own seccomp filter on the host, and
+ * there is no filter inside (the sentry is the boundary: a call made here
+ * runs the sentry's code, never the host kernel's). Where the sentry
+ * answers a call that the ns class's filter refuses, the profile asserts
+ * the answer gVisor gives (gv_answers, and each check's comments say
+ * why it is harmless there); any other answer is still reached. PID 1 is
+ * then the guard (sandbox-init --guard): sandbox-init itself is outside
+ * the workload's pid namespace, and gVisor does not protect a pid
+ * namespace's init from SIGKILL and SIGSTOP, so those two are not sent.
+ *
+ * `probe memhog` instead allocates memory until it is killed;
+ * `probe userns CMD ARG...` runs CMD as root of a user namespace of its
+ * own (where the kernel allows one); `probe udp SRC DST PORT COUNT` sends
+ * COUNT datagrams from SRC (an address of the sandbox's) to DST:PORT. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -41,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
@@ -89,6 +105,9 @@ struct opts {
         const char *abstract[MAX_ARGS];
         int n_abstract;
         bool kill_all;
+        bool gvisor; /* --profile=gvisor */
+        const char *only[MAX_ARGS];
+        int n_only;
 };
 
 /* Written by a check's child into shared memory. */
@@ -166,16 +185,46 @@ static bool blocked_errno(int e)
         return e == EPERM || e == ENOSYS || e == EACCES;
 }
 
+/* What gVisor's sentry answers to calls the ns class's filter refuses
+ * (err 0: it succeeds). Each is the sentry's own code and state, not the
+ * host kernel's: */
+static const struct {
+        const char *what;
+        int err;
+} gv_answers[] = {
+    {"keyctl(GET_KEYRING_ID)", 0},         /* a session keyring of the sentry's */
+    {"perf_event_open(NULL)", ENODEV},     /* no perf events at all */
+    {"open_by_handle_at(-1)", EOPNOTSUPP}, /* no file handles */
+    {"syslog(SIZE_BUFFER)", 0},            /* its made-up boot log ("Starting gVisor...") */
+    {"personality(0x4000000)", EINVAL},    /* personalities it does not emulate */
+    {"mbind(bad)", EINVAL},                /* its NUMA emulation checks the mode */
+    {"set_mempolicy(bad)", EINVAL},
+};
+
+/* Whether r/errno is the answer gVisor gives to `what` (profile gvisor). */
+static bool gv_answered(const char *what, long r, int e)
+{
+        if (!O.gvisor)
+                return false;
+        for (size_t i = 0; i < sizeof(gv_answers) / sizeof(gv_answers[0]); i++)
+                if (!strcmp(gv_answers[i].what, what))
+                        return gv_answers[i].err ? r < 0 && e == gv_answers[i].err : r >= 0;
+        return false;
+}
+
 /* A raw syscall whose arguments the kernel would reject: reached when it
- * returns anything but a blocking errno. */
+ * returns anything but a blocking errno (or, profile gvisor, gVisor's own
+ * answer). */
 static void sys_try(const char *what, long nr, long a, long b, long c, long d, long e)
 {
         errno = 0;
         long r = syscall(nr, a, b, c, d, e, 0L);
-        if (r >= 0 || !blocked_errno(errno))
-                reach("%s -> %ld (%s)", what, r, r < 0 ? strerror(errno) : "ok");
+        int err = errno;
+        if (r >= 0 ? gv_answered(what, r, 0) : blocked_errno(err) || gv_answered(what, r, err))
+                note("%s: %s%s", what, r < 0 ? strerror(err) : "ok",
+                     r >= 0 || !blocked_errno(err) ? " (gVisor's own answer)" : "");
         else
-                note("%s: %s", what, strerror(errno));
+                reach("%s -> %ld (%s)", what, r, r < 0 ? strerror(err) : "ok");
 }
 
 /* ---- helpers ---- */
@@ -303,7 +352,13 @@ static void check_fd_leak(void)
                 if (snprintf(p, sizeof(p), "/proc/1/fd/%s", de->d_name) >= (int)sizeof(p))
                         continue;
                 ssize_t n = readlink(p, l, sizeof(l) - 1);
-                if (n >= 0) {
+                /* gVisor shows a non-dumpable process's fd links. PID 1
+                 * is the guard there, whose only fd is its life socket to
+                 * sandbox-init: that name may show, nothing else. */
+                if (n >= 0 && O.gvisor && !strncmp(l, "socket:[", 8)) {
+                        l[n] = '\0';
+                        note("the guard's fd %s -> %s", de->d_name, l);
+                } else if (n >= 0) {
                         l[n] = '\0';
                         reach("read the agent's fd %s -> %s", de->d_name, l);
                 }
@@ -315,8 +370,66 @@ static void check_fd_leak(void)
         }
         if (d)
                 closedir(d);
+        if (O.gvisor && listed > 1)
+                reach("the guard holds %d fds (only its life socket expected)", listed);
         note("own fds 0-2 only: %s; agent fds listed %d, none readable",
              early_fds[0] ? "no" : "yes", listed);
+}
+
+/* Where sandbox-init and its socket are: PID 1 in the ns class (its
+ * listener is an fd, no path); outside the workload's pid namespace in
+ * the gvisor class, where PID 1 is the guard and the socket's directory
+ * (/.sbx/agent, a host directory served by the gofer) is under an empty
+ * read-only tmpfs. Either way the workload finds no other process of
+ * sandbox-init's and cannot reach its socket. */
+#define AGENT_SOCK "/.sbx/agent/agent.sock"
+
+static void scan_for_init(const char *proc)
+{
+        DIR *d = opendir(proc);
+        struct dirent *de;
+        int n = 0;
+        while (d && (de = readdir(d))) {
+                if (!is_pid_name(de->d_name))
+                        continue;
+                char p[600], cmd[64];
+                snprintf(p, sizeof(p), "%s/%s/cmdline", proc, de->d_name);
+                n++;
+                if (slurp(p, cmd, sizeof(cmd)) > 0 && !strncmp(cmd, "sandbox-init", 12) &&
+                    (O.gvisor || atoi(de->d_name) != 1))
+                        reach("sandbox-init is pid %s in %s", de->d_name, proc);
+        }
+        if (d)
+                closedir(d);
+        note("%d pids in %s", n, proc);
+}
+
+static void check_agent_hidden(void)
+{
+        char cmd[64];
+        if (O.gvisor &&
+            (slurp("/proc/1/cmdline", cmd, sizeof(cmd)) <= 0 || strcmp(cmd, "sandbox-guard") != 0))
+                reach("PID 1 is not the guard");
+        scan_for_init("/proc");
+        struct stat st;
+        if (lstat(AGENT_SOCK, &st) == 0)
+                reach("%s exists", AGENT_SOCK);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        memcpy(sa.sun_path, AGENT_SOCK, sizeof(AGENT_SOCK));
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+                reach("connected to %s", AGENT_SOCK);
+        else
+                note("connect %s: %s", AGENT_SOCK, strerror(errno));
+        if (fd >= 0)
+                close(fd);
+        DIR *d = opendir("/.sbx/agent");
+        struct dirent *de;
+        while (d && (de = readdir(d)))
+                if (de->d_name[0] != '.')
+                        reach("/.sbx/agent/%s is visible", de->d_name);
+        if (d)
+                closedir(d);
 }
 
 static void check_cwd_leak(void)
@@ -337,6 +450,13 @@ static void check_cwd_leak(void)
                 int fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 if (fd < 0)
                         continue;
+                /* gVisor's reopen through /proc/self/fd ignores
+                 * O_DIRECTORY: a file's ".." is not the question. */
+                struct stat st;
+                if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode)) {
+                        close(fd);
+                        continue;
+                }
                 if (outside_root(fd))
                         reach("fd %d is a directory outside the root", n);
                 close(fd);
@@ -357,7 +477,38 @@ static void check_cwd_leak(void)
         note("cwd %s", cwd);
 }
 
-/* Host-wide kernel knobs (CVE-2022-0811 class): opened, never written. */
+/* Under gVisor the knobs are the sentry's, never the host's (the profile
+ * runs only on gVisor: see main), and the host-wide ones do not exist. The
+ * three that open for writing are written with what they hold (a no-op
+ * there) to see what they do: hostname and sysrq-trigger must refuse the
+ * write; ip_forward is the switch of the sandbox's own network stack
+ * (forwarding among its own interfaces, which the host filters as any). */
+static void gv_sys_write(int fd, const char *path)
+{
+        char cur[256];
+        ssize_t n = slurp(path, cur, sizeof(cur));
+        bool sysrq = !strcmp(path, "/proc/sysrq-trigger");
+        if (sysrq) {
+                n = 1;
+                cur[0] = 'h';
+        }
+        if (n <= 0) {
+                reach("opened %s for writing (and cannot read it)", path);
+                return;
+        }
+        errno = 0;
+        bool wrote = write(fd, cur, (size_t)n) == n;
+        if (!strcmp(path, "/proc/sys/net/ipv4/ip_forward"))
+                note("%s: the sandbox's own network stack (write %s)", path,
+                     wrote ? "taken" : strerror(errno));
+        else if (wrote)
+                reach("wrote %s", path);
+        else
+                note("%s opens, refuses writes (%s)", path, strerror(errno));
+}
+
+/* Host-wide kernel knobs (CVE-2022-0811 class): opened, never written
+ * (but see gv_sys_write). */
 static void check_proc_sys_write(void)
 {
         static const char *const files[] = {
@@ -373,7 +524,10 @@ static void check_proc_sys_write(void)
         };
         for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
                 int fd = open(files[i], O_WRONLY | O_CLOEXEC);
-                if (fd >= 0) {
+                if (fd >= 0 && O.gvisor) {
+                        gv_sys_write(fd, files[i]);
+                        close(fd);
+                } else if (fd >= 0) {
                         reach("opened %s for writing", files[i]);
                         close(fd);
                 } else {
@@ -446,6 +600,35 @@ static void check_mknod(void)
         }
 }
 
+static int dir_entries(const char *path)
+{
+        DIR *d = opendir(path);
+        struct dirent *de;
+        int n = 0;
+        while (d && (de = readdir(d)))
+                n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+        if (d)
+                closedir(d);
+        return d ? n : -1;
+}
+
+/* gVisor gives every sandbox its own FUSE device (the sentry's FUSE
+ * client; no host /dev/fuse is involved). Opening it is harmless while no
+ * FUSE file system can be mounted with it, which takes CAP_SYS_ADMIN. */
+static bool fuse_mounts(int fd)
+{
+        char opts[128];
+        snprintf(opts, sizeof(opts), "fd=%d,rootmode=40000,user_id=0,group_id=0", fd);
+        mkdir("/tmp/.probe-fuse", 0700);
+        bool ok = mount("probe", "/tmp/.probe-fuse", "fuse", 0, opts) == 0;
+        if (ok)
+                umount2("/tmp/.probe-fuse", MNT_DETACH);
+        else
+                note("mount fuse: %s", strerror(errno));
+        rmdir("/tmp/.probe-fuse");
+        return ok;
+}
+
 static void check_devices(void)
 {
         static const char *const devs[] = {
@@ -454,11 +637,15 @@ static void check_devices(void)
             "/dev/sda",       "/dev/loop-control", "/dev/loop0",       "/dev/console",
             "/dev/dri/card0", "/dev/vhost-net",    "/dev/userfaultfd", "/dev/tty0"};
         for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++) {
-                int fd = open(devs[i], O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-                if (fd >= 0) {
-                        reach("opened %s", devs[i]);
+                bool fuse = O.gvisor && !strcmp(devs[i], "/dev/fuse");
+                int fd =
+                    open(devs[i], (fuse ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+                if (fd >= 0 && fuse && !fuse_mounts(fd))
+                        note("opened gVisor's own /dev/fuse");
+                else if (fd >= 0)
+                        reach("opened %s%s", devs[i], fuse ? " and mounted FUSE with it" : "");
+                if (fd >= 0)
                         close(fd);
-                }
         }
         static const char *const allowed[] = {"null",  "zero",   "full",   "random", "urandom",
                                               "tty",   "pts",    "shm",    "ptmx",   "fd",
@@ -472,6 +659,11 @@ static void check_devices(void)
                 bool ok = false;
                 for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
                         ok = ok || !strcmp(de->d_name, allowed[i]);
+                /* gVisor's own FUSE device (above), and the empty mask the
+                 * driver puts over gVisor's /dev/net (its tun device). */
+                if (O.gvisor && (!strcmp(de->d_name, "fuse") ||
+                                 (!strcmp(de->d_name, "net") && dir_entries("/dev/net") == 0)))
+                        ok = true;
                 if (!ok)
                         reach("/dev/%s exists", de->d_name);
                 size_t l = strlen(seen);
@@ -514,36 +706,46 @@ static void check_cgroupfs(void)
         rmdir("/tmp/.probe-cg");
 }
 
-static void try_unshare(const char *name, int flag)
+/* gv: allowed in the gvisor profile (a namespace of the sentry's). */
+static void try_unshare(const char *name, int flag, bool gv)
 {
         pid_t c = fork();
         if (c == 0)
                 _exit(unshare(flag) == 0 ? 0 : errno == EPERM ? 1 : 2);
         int st = 0;
         waitpid(c, &st, 0);
-        if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && !(gv && O.gvisor))
                 reach("unshare(%s) worked", name);
+        else if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+                note("unshare(%s): the sentry's own", name);
         else
                 note("unshare(%s) refused", name);
 }
 
 /* Nested namespaces open the kernel's largest attack surface
- * (nf_tables CVE-2022-1015 / CVE-2024-1086, overlayfs CVE-2023-0386). */
+ * (nf_tables CVE-2022-1015 / CVE-2024-1086, overlayfs CVE-2023-0386).
+ * Under gVisor that surface is the sentry's, not the host kernel's: it
+ * makes user and cgroup namespaces without any privilege, as Linux does.
+ * What a user namespace must still not give is checked by
+ * userns_confined. The others take CAP_SYS_ADMIN, which no workload has. */
 static void check_namespaces(void)
 {
-        try_unshare("user", CLONE_NEWUSER);
-        try_unshare("mnt", CLONE_NEWNS);
-        try_unshare("net", CLONE_NEWNET);
-        try_unshare("pid", CLONE_NEWPID);
-        try_unshare("cgroup", CLONE_NEWCGROUP);
-        try_unshare("uts", CLONE_NEWUTS);
-        try_unshare("ipc", CLONE_NEWIPC);
+        try_unshare("user", CLONE_NEWUSER, true);
+        try_unshare("mnt", CLONE_NEWNS, false);
+        try_unshare("net", CLONE_NEWNET, false);
+        try_unshare("pid", CLONE_NEWPID, false);
+        try_unshare("cgroup", CLONE_NEWCGROUP, true);
+        try_unshare("uts", CLONE_NEWUTS, false);
+        try_unshare("ipc", CLONE_NEWIPC, false);
         long r = syscall(SYS_clone, (long)(CLONE_NEWUSER | SIGCHLD), 0L, 0L, 0L, 0L);
         if (r == 0)
                 _exit(0);
         if (r > 0) {
                 waitpid((pid_t)r, NULL, 0);
-                reach("clone(CLONE_NEWUSER) worked");
+                if (O.gvisor)
+                        note("clone(CLONE_NEWUSER): the sentry's own");
+                else
+                        reach("clone(CLONE_NEWUSER) worked");
         } else {
                 note("clone(CLONE_NEWUSER): %s", strerror(errno));
         }
@@ -554,7 +756,8 @@ static void check_namespaces(void)
                 waitpid((pid_t)r, NULL, 0);
                 reach("clone(CLONE_NEWNET) worked");
         }
-        /* clone3 must answer ENOSYS (seccomp cannot see its flags). */
+        /* clone3 must answer ENOSYS (seccomp cannot see its flags); the
+         * sentry has it, with the same rules as clone. */
         struct {
                 uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
         } args = {.flags = CLONE_NEWUSER, .exit_signal = SIGCHLD};
@@ -563,7 +766,12 @@ static void check_namespaces(void)
                 _exit(0);
         if (r > 0) {
                 waitpid((pid_t)r, NULL, 0);
-                reach("clone3(CLONE_NEWUSER) worked");
+                if (O.gvisor)
+                        note("clone3(CLONE_NEWUSER): the sentry's own");
+                else
+                        reach("clone3(CLONE_NEWUSER) worked");
+        } else if (O.gvisor) {
+                note("clone3: %s", strerror(errno));
         } else if (errno != ENOSYS) {
                 reach("clone3 reached the kernel (%s)", strerror(errno));
         } else {
@@ -577,6 +785,76 @@ static void check_namespaces(void)
                         note("setns: %s", strerror(errno));
                 close(fd);
         }
+}
+
+static void write_file(const char *path, const char *text)
+{
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, text, strlen(text)) < 0)
+                note("write %s: %s", path, strerror(errno));
+        if (fd >= 0)
+                close(fd);
+}
+
+/* Root of a user namespace of its own has every capability there: what
+ * it must still not do. Mounts copied from a more privileged namespace
+ * are locked (the guard's /proc, the mask over the agent's socket
+ * directory and over /dev/net), the UTS namespace is not its own, and no
+ * device node can be made. Only runs where user namespaces can be made
+ * (the gvisor class); elsewhere new_namespaces refuses them. */
+static void check_userns(void)
+{
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0) {
+                note("unshare(user|mnt): %s", strerror(errno));
+                return;
+        }
+        write_file("/proc/self/uid_map", "0 0 1");
+        write_file("/proc/self/gid_map", "0 0 1");
+        static const char *const locked[] = {"/.sbx/agent", "/proc", "/dev/net", "/sys"};
+        for (size_t i = 0; i < sizeof(locked) / sizeof(locked[0]); i++) {
+                if (umount2(locked[i], MNT_DETACH) == 0)
+                        reach("unmounted %s", locked[i]);
+                else
+                        note("umount %s: %s", locked[i], strerror(errno));
+        }
+        if (mount(NULL, "/.sbx/agent", NULL, MS_REMOUNT | MS_BIND, NULL) == 0)
+                note("remount of the agent mask: allowed (its copy; still empty)");
+        const char *mnt = "/tmp/.probe-userns";
+        mkdir(mnt, 0700);
+        /* "/" alone, without what is mounted on it: the image's own,
+         * empty mount points. */
+        if (mount("/", mnt, NULL, MS_BIND, NULL) == 0) {
+                char p[256];
+                snprintf(p, sizeof(p), "%s%s", mnt, AGENT_SOCK);
+                struct stat st;
+                if (lstat(p, &st) == 0)
+                        reach("%s is visible under a bind of /", AGENT_SOCK);
+                snprintf(p, sizeof(p), "%s/dev/net/tun", mnt);
+                if (lstat(p, &st) == 0)
+                        reach("/dev/net/tun is visible under a bind of /");
+                umount2(mnt, MNT_DETACH);
+        } else {
+                note("bind /: %s", strerror(errno));
+        }
+        if (mount("proc", mnt, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0) {
+                scan_for_init(mnt);
+                umount2(mnt, MNT_DETACH);
+        } else {
+                note("mount proc: %s", strerror(errno));
+        }
+        rmdir(mnt);
+        if (sethostname("probe", 5) == 0)
+                reach("sethostname in a user namespace of its own");
+        if (mknod("/tmp/.probe-tun", S_IFCHR | 0600, makedev(10, 200)) == 0) {
+                reach("mknod of a tun device");
+                unlink("/tmp/.probe-tun");
+        }
+        int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+        if (fd >= 0) {
+                reach("opened /dev/net/tun");
+                close(fd);
+        }
+        note("user namespace made");
 }
 
 static void check_sockets(void)
@@ -595,8 +873,17 @@ static void check_sockets(void)
             {"AF_VSOCK", AF_VSOCK, SOCK_STREAM, 0},
         };
         for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
+                /* gVisor's packet sockets are its network stack's (with
+                 * --net-raw, as raw sockets under CAP_NET_RAW in the ns
+                 * class): the host kernel's af_packet code (CVE-2020-14386)
+                 * never sees them. They reach the sandbox's own interfaces
+                 * only, whose traffic the host filters as any other. */
+                bool gv = O.gvisor && s[i].domain == AF_PACKET;
                 int fd = socket(s[i].domain, s[i].type | SOCK_CLOEXEC, s[i].proto);
-                if (fd >= 0) {
+                if (fd >= 0 && gv) {
+                        note("%s: gVisor's network stack", s[i].name);
+                        close(fd);
+                } else if (fd >= 0) {
                         reach("socket %s", s[i].name);
                         close(fd);
                 } else {
@@ -607,10 +894,10 @@ static void check_sockets(void)
                 long hi = 1L << 32;
                 fd = (int)syscall(SYS_socket, s[i].domain | hi, s[i].type | SOCK_CLOEXEC,
                                   s[i].proto | hi, 0L, 0L, 0L);
-                if (fd >= 0) {
+                if (fd >= 0 && !gv)
                         reach("socket %s with high bits set", s[i].name);
+                if (fd >= 0)
                         close(fd);
-                }
         }
 }
 
@@ -627,13 +914,17 @@ static void check_ptrace(void)
                 reach("PTRACE_SEIZE 1");
                 ptrace(PTRACE_DETACH, 1, NULL, NULL);
         }
+        /* The sentry implements ptrace among its own tasks (the host's
+         * ptrace is never used for them): tracing oneself is harmless. */
         pid_t c = fork();
         if (c == 0)
                 _exit(ptrace(PTRACE_TRACEME, 0, NULL, NULL) == 0 ? 0 : 1);
         int st = 0;
         waitpid(c, &st, 0);
-        if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && !O.gvisor)
                 reach("PTRACE_TRACEME allowed");
+        else if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+                note("PTRACE_TRACEME: the sentry's own");
         char buf[64];
         struct iovec local = {buf, sizeof(buf)}, remote = {(void *)0x400000, sizeof(buf)};
         errno = 0;
@@ -644,7 +935,26 @@ static void check_ptrace(void)
                                             "/proc/1/auxv", "/proc/1/stack",   "/proc/1/syscall"};
         for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
                 int fd = open(files[i], O_RDONLY | O_CLOEXEC);
-                if (fd >= 0) {
+                /* gVisor does not hide these for a non-dumpable process.
+                 * PID 1 is the guard there: its maps and auxv are those of
+                 * a reaper that holds nothing, its environment is blanked
+                 * (it must read as NULs only); its memory stays closed. */
+                bool gv_ok = O.gvisor && i >= 2 && i <= 3;
+                if (fd >= 0 && O.gvisor && i == 1) {
+                        char env[4096];
+                        ssize_t n = read(fd, env, sizeof(env));
+                        for (ssize_t k = 0; k < n; k++)
+                                if (env[k]) {
+                                        reach("the guard's environ has data");
+                                        break;
+                                }
+                        note("%s: %zd NUL bytes", files[i], n);
+                        gv_ok = true;
+                }
+                if (fd >= 0 && gv_ok) {
+                        note("%s: readable (the guard's)", files[i]);
+                        close(fd);
+                } else if (fd >= 0) {
                         ssize_t n = read(fd, buf, sizeof(buf));
                         if (n >= 0 && strcmp(files[i], "/proc/1/mem") != 0)
                                 reach("read %s", files[i]);
@@ -671,6 +981,9 @@ static void check_signal_init(void)
         static const int sigs[] = {SIGTERM, SIGINT,  SIGHUP,  SIGQUIT, SIGUSR1,
                                    SIGSEGV, SIGPIPE, SIGALRM, SIGSTOP, SIGKILL};
         for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+                /* Not to the guard: gVisor lets them through (see top). */
+                if (O.gvisor && (sigs[i] == SIGKILL || sigs[i] == SIGSTOP))
+                        continue;
                 int r = kill(1, sigs[i]);
                 note("kill(1, %d) = %d", sigs[i], r);
         }
@@ -834,6 +1147,7 @@ static void check_tiocsti(void)
                         fds[3] = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
         }
         note("pty %s", fds[3] >= 0 ? "opened" : "not available");
+        int enotty = 0;
         for (int i = 0; i < 4; i++) {
                 if (fds[i] < 0)
                         continue;
@@ -843,16 +1157,21 @@ static void check_tiocsti(void)
                         char c = '#';
                         errno = 0;
                         long r = syscall(SYS_ioctl, fds[i], cmds[k], &c);
-                        if (r == 0 || errno != EPERM)
+                        /* gVisor's terminals implement neither ioctl. */
+                        enotty += r < 0 && errno == ENOTTY;
+                        if (r == 0 || (errno != EPERM && !(O.gvisor && errno == ENOTTY)))
                                 reach("TIOCSTI %#lx on fd %d -> %s", cmds[k], fds[i],
                                       r == 0 ? "ok" : strerror(errno));
                 }
                 char sub = 12; /* TIOCL_GETSHIFTSTATE */
                 errno = 0;
                 long r = syscall(SYS_ioctl, fds[i], TIOCLINUX | (1UL << 32), &sub);
-                if (r == 0 || errno != EPERM)
+                enotty += r < 0 && errno == ENOTTY;
+                if (r == 0 || (errno != EPERM && !(O.gvisor && errno == ENOTTY)))
                         reach("TIOCLINUX on fd %d -> %s", fds[i], r == 0 ? "ok" : strerror(errno));
         }
+        if (O.gvisor)
+                note("%d answers ENOTTY", enotty);
         if (fds[3] >= 0)
                 close(fds[3]);
         if (m >= 0)
@@ -860,13 +1179,23 @@ static void check_tiocsti(void)
 }
 
 /* The i386 ABI through int 0x80: seccomp must kill (a filter written for
- * x86_64 numbers would otherwise be bypassed). */
+ * x86_64 numbers would otherwise be bypassed). gVisor has no i386 ABI for
+ * a 64-bit process: every such call must answer ENOSYS. */
 static void check_int80(void)
 {
         long ret = 20; /* i386 getpid */
 #if defined(__x86_64__)
         __asm__ volatile("int $0x80" : "+a"(ret) : : "memory", "r8", "r9", "r10", "r11");
-        reach("int 0x80 getpid returned %ld", ret);
+        if (!O.gvisor || ret != -ENOSYS) {
+                reach("int 0x80 getpid returned %ld", ret);
+                return;
+        }
+        long flags = CLONE_NEWUSER;
+        ret = 310; /* i386 unshare */
+        __asm__ volatile("int $0x80" : "+a"(ret) : "b"(flags) : "memory", "r8", "r9", "r10", "r11");
+        if (ret != -ENOSYS)
+                reach("int 0x80 unshare returned %ld", ret);
+        note("int 0x80: ENOSYS (gVisor has no i386 ABI)");
 #else
         note("not x86_64 (%ld)", ret);
 #endif
@@ -956,14 +1285,21 @@ static void check_host_files(void)
                                 _exit(1);
                 int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 /* "/" now is wherever ".." led: it must still be inside. */
-                _exit(root >= 0 && access("/workspace", F_OK) == 0 ? 0 : 2);
+                if (root >= 0 && access("/workspace", F_OK) == 0)
+                        _exit(0);
+                _exit(root >= 0 && dir_entries("/") == 0 ? 4 : 2);
         }
         int st = 0;
         waitpid(c, &st, 0);
         rmdir("/tmp/.probe-chroot");
         if (WIFEXITED(st) && WEXITSTATUS(st) == 1)
                 reach("a host file is visible after a chroot escape");
-        else if (WIFEXITED(st) && WEXITSTATUS(st) == 2)
+        /* gVisor lets ".." climb above a mount namespace's root, into an
+         * empty directory of the sentry's own below the sandbox's tree:
+         * out of the sandbox's files, into nothing (no host file). */
+        else if (O.gvisor && WIFEXITED(st) && WEXITSTATUS(st) == 4)
+                note("chroot escape: an empty directory of the sentry's");
+        else if (WIFEXITED(st) && (WEXITSTATUS(st) == 2 || WEXITSTATUS(st) == 4))
                 reach("chroot escape left the sandbox tree");
         else
                 note("chroot escape stays inside (status %d)", st);
@@ -991,6 +1327,19 @@ static void check_posture(void)
         uint64_t eff = status_hex(s, "CapEff:"), bnd = status_hex(s, "CapBnd:");
         uint64_t inh = status_hex(s, "CapInh:"), amb = status_hex(s, "CapAmb:");
         long nnp = status_int(s, "NoNewPrivs:"), sec = status_int(s, "Seccomp:");
+        /* gVisor's status has neither line: it has no ambient capabilities
+         * at all (PR_CAP_AMBIENT answers EINVAL), and the flag is read
+         * with prctl. The prctl answers are checked in both classes. */
+        if (O.gvisor && !strstr(s, "CapAmb:")) {
+                amb = 0;
+                for (int cap = 0; cap < 64; cap++)
+                        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, cap, 0, 0) > 0)
+                                amb |= 1ULL << cap;
+        }
+        if (O.gvisor && !strstr(s, "NoNewPrivs:"))
+                nnp = prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0);
+        if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
+                reach("PR_GET_NO_NEW_PRIVS is not 1");
         if (eff & ~DOCKER_CAPS || bnd & ~DOCKER_CAPS)
                 reach("capabilities beyond Docker's set: CapEff %llx CapBnd %llx",
                       (unsigned long long)eff, (unsigned long long)bnd);
@@ -998,7 +1347,10 @@ static void check_posture(void)
                 reach("CapInh %llx CapAmb %llx", (unsigned long long)inh, (unsigned long long)amb);
         if (nnp != 1)
                 reach("NoNewPrivs %ld", nnp);
-        if (sec != 2)
+        /* No filter inside the gvisor class: the sentry is the boundary,
+         * and runs under its own filter on the host (the test reads it
+         * there). */
+        if (sec != (O.gvisor ? 0 : 2))
                 reach("Seccomp %ld", sec);
         struct rlimit core;
         if (getrlimit(RLIMIT_CORE, &core) == 0 && core.rlim_max != 0)
@@ -1013,6 +1365,7 @@ static void check_mounts(void)
         FILE *f = fopen("/proc/self/mountinfo", "re");
         char line[4096];
         int n = 0;
+        bool agent_mask = false; /* the last mount on /.sbx/agent (gvisor) */
         while (f && fgets(line, sizeof(line), f)) {
                 char root[1024], mnt[1024], fstype[64];
                 const char *sep = strstr(line, " - ");
@@ -1030,11 +1383,25 @@ static void check_mounts(void)
                     (strncmp(mnt, "/dev/", 5) == 0 ||
                      (strncmp(mnt, "/proc/", 6) == 0 && !strcmp(root, "/null"))))
                         ok = true;
+                /* gVisor shows what its gofer serves as 9p: exactly the
+                 * spec's host files (the sandbox's tree, its /tmp, the
+                 * sandbox-init binary, the socket directory under its
+                 * mask, resolv.conf under NAT), nothing else. */
+                static const char *const gv_9p[] = {"/", "/tmp", "/.sbx/sandbox-init",
+                                                    "/.sbx/agent", "/etc/resolv.conf"};
+                for (size_t i = 0; O.gvisor && !strcmp(fstype, "9p") && !strcmp(root, "/") &&
+                                   i < sizeof(gv_9p) / sizeof(gv_9p[0]);
+                     i++)
+                        ok = ok || !strcmp(mnt, gv_9p[i]);
+                if (O.gvisor && !strcmp(mnt, "/.sbx/agent"))
+                        agent_mask = !strcmp(fstype, "tmpfs") && strstr(line, " ro") != NULL;
                 if (!ok)
                         reach("mount of %s (root %s) at %s", fstype, root, mnt);
         }
         if (f)
                 fclose(f);
+        if (O.gvisor && !agent_mask)
+                reach("/.sbx/agent is not under a read-only tmpfs");
         note("%d mounts", n);
 }
 
@@ -1103,6 +1470,7 @@ struct check {
 static const struct check checks[] = {
     {"proc_exe_write", check_proc_exe},
     {"fd_leak", check_fd_leak},
+    {"agent_hidden", check_agent_hidden},
     {"cwd_leak", check_cwd_leak},
     {"proc_sys_write", check_proc_sys_write},
     {"masked_paths", check_masked},
@@ -1110,6 +1478,7 @@ static const struct check checks[] = {
     {"host_devices", check_devices},
     {"cgroupfs_mount", check_cgroupfs},
     {"new_namespaces", check_namespaces},
+    {"userns_confined", check_userns},
     {"packet_netlink_sockets", check_sockets},
     {"ptrace_pid1", check_ptrace},
     {"signal_pid1", check_signal_init},
@@ -1129,8 +1498,18 @@ static const struct check checks[] = {
     {"abstract_unix", check_abstract},
 };
 
+static bool selected(const char *name)
+{
+        for (int i = 0; i < O.n_only; i++)
+                if (!strcmp(O.only[i], name))
+                        return true;
+        return O.n_only == 0;
+}
+
 static void run_check(const struct check *c)
 {
+        if (!selected(c->name))
+                return;
         memset(R, 0, sizeof(*R));
         pid_t pid = fork();
         if (pid == 0) {
@@ -1210,6 +1589,12 @@ static int parse_args(int argc, char **argv)
                         O.connect[O.n_connect++] = a + 10;
                 else if (!strncmp(a, "--abstract=", 11) && O.n_abstract < MAX_ARGS && a[11])
                         O.abstract[O.n_abstract++] = a + 11;
+                else if (!strncmp(a, "--only=", 7) && O.n_only < MAX_ARGS)
+                        O.only[O.n_only++] = a + 7;
+                else if (!strcmp(a, "--profile=gvisor"))
+                        O.gvisor = true;
+                else if (!strcmp(a, "--profile=ns"))
+                        O.gvisor = false;
                 else if (!strcmp(a, "--no-kill-all"))
                         O.kill_all = false;
                 else {
@@ -1225,7 +1610,21 @@ static bool inside_sandbox(void)
 {
         char cmd[64];
         ssize_t n = slurp("/proc/1/cmdline", cmd, sizeof(cmd));
-        return n > 0 && !strncmp(cmd, "sandbox-init", 12);
+        return n > 0 && (!strncmp(cmd, "sandbox-init", 12) || !strcmp(cmd, "sandbox-guard"));
+}
+
+/* Whether the kernel answering is gVisor's: its syslog is a made-up boot
+ * log ("Starting gVisor..."); the host kernel's is refused by the ns
+ * class's filter. The gvisor profile accepts answers that would be an
+ * escape on the host kernel: it must never run anywhere else. */
+static bool on_gvisor(void)
+{
+        static char log[8192];
+        long n = syscall(SYS_syslog, 3 /* SYSLOG_ACTION_READ_ALL */, log, sizeof(log) - 1);
+        if (n <= 0)
+                return false;
+        log[n] = '\0';
+        return strstr(log, "Starting gVisor") != NULL;
 }
 
 /* `probe memhog`: touch memory 1 MiB at a time until the OOM killer
@@ -1246,6 +1645,48 @@ static int memhog(void)
         }
 }
 
+/* `probe userns CMD...`: what root of a user namespace of its own may do
+ * to the sandbox (the network tests try reconfiguring its network). */
+static int userns_exec(char **argv)
+{
+        if (unshare(CLONE_NEWUSER) < 0) {
+                fprintf(stderr, "probe: unshare(CLONE_NEWUSER): %s\n", strerror(errno));
+                return 4;
+        }
+        int fd = open("/proc/self/uid_map", O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, "0 0 1", 5) != 5) {
+                fprintf(stderr, "probe: uid_map: %s\n", strerror(errno));
+                return 4;
+        }
+        close(fd);
+        execv(argv[0], argv);
+        fprintf(stderr, "probe: exec %s: %s\n", argv[0], strerror(errno));
+        return 4;
+}
+
+/* `probe udp SRC DST PORT COUNT`: datagrams from a chosen source. */
+static int udp_from(const char *src, const char *dst, const char *port, const char *count)
+{
+        struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET};
+        to.sin_port = htons((uint16_t)atoi(port));
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || inet_pton(AF_INET, src, &from.sin_addr) != 1 ||
+            inet_pton(AF_INET, dst, &to.sin_addr) != 1 ||
+            bind(fd, (struct sockaddr *)&from, sizeof(from)) < 0) {
+                fprintf(stderr, "probe: udp from %s: %s\n", src, strerror(errno));
+                return 4;
+        }
+        int sent = 0;
+        for (int i = 0; i < atoi(count); i++) {
+                char msg[64];
+                int n = snprintf(msg, sizeof(msg), "probe %s %d\n", src, i);
+                sent += sendto(fd, msg, (size_t)n, 0, (struct sockaddr *)&to, sizeof(to)) == n;
+                usleep(20 * 1000);
+        }
+        printf("sent %d\n", sent);
+        return 0;
+}
+
 int main(int argc, char **argv)
 {
         scan_early_fds();
@@ -1255,8 +1696,16 @@ int main(int argc, char **argv)
         }
         if (argc == 2 && !strcmp(argv[1], "memhog"))
                 return memhog();
+        if (argc >= 3 && !strcmp(argv[1], "userns"))
+                return userns_exec(argv + 2);
+        if (argc == 6 && !strcmp(argv[1], "udp"))
+                return udp_from(argv[2], argv[3], argv[4], argv[5]);
         if (parse_args(argc, argv) < 0)
                 return 2;
+        if (O.gvisor && !on_gvisor()) {
+                fprintf(stderr, "probe: --profile=gvisor and the kernel is not gVisor's\n");
+                return 3;
+        }
         R = mmap(NULL, sizeof(*R), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         if (R == MAP_FAILED)
                 return 1;
@@ -1264,7 +1713,7 @@ int main(int argc, char **argv)
         printf("{\"checks\":[");
         for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++)
                 run_check(&checks[i]);
-        if (O.kill_all)
+        if (O.kill_all && selected("kill_all"))
                 kill_all();
         printf("\n]}\n");
         return 0;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -158,6 +159,20 @@ static void check_guard(struct box *b)
         CHECK(c == 0 && !strcmp(out, "alive\n"), "and the next exec works");
 }
 
+/* What the spec takes away from gVisor's defaults: its /dev/net/tun
+ * (hidden under an empty read-only tmpfs) and core dumps. */
+static void check_spec_limits(struct box *b)
+{
+        char out[256];
+        int c = run(b, CMD("sh", "-c", "ls -A /dev/net; test -e /dev/net/tun && echo tun"), out,
+                    sizeof(out));
+        CHECK(c != 0 && out[0] == '\0', "/dev/net is empty inside (%s)", out);
+        c = run(b, CMD("sh", "-c", "mkdir /tmp/m && umount /dev/net"), NULL, 0);
+        CHECK(c != 0, "and stays so");
+        c = run(b, CMD("sh", "-c", "ulimit -Hc; ulimit -c unlimited"), out, sizeof(out));
+        CHECK(c != 0 && !strcmp(out, "0\n"), "the core limit is 0 and stays so (%s)", out);
+}
+
 static void test_lifecycle(struct rt *rt, const char *rootfs)
 {
         struct box b;
@@ -174,6 +189,7 @@ static void test_lifecycle(struct rt *rt, const char *rootfs)
         CHECK(run(&b, CMD("echo", "hi"), out, sizeof(out)) == 0 && !strcmp(out, "hi\n"), "exec");
         check_kernel(&b);
         check_files(rt, &b);
+        check_spec_limits(&b);
         check_guard(&b);
         CHECK(rt_freeze(rt, &b.spec, &err) == 0, "freeze %s", err.msg);
         CHECK(agent_ping(&b.peer, 300, &err) < 0, "a frozen sandbox does not answer");
@@ -305,6 +321,34 @@ static void test_nat(struct rt *rt, const char *rootfs)
         CHECK(access(p, F_OK) < 0, "the netns pin is gone");
 }
 
+/* A writable layer whose /tmp or /proc is a link: the host mounts /tmp and
+ * the masks onto those directories of its tree, so the start must refuse
+ * the link (saying so), never mount onto where it points. */
+static void test_symlinked_targets(struct rt *rt, const char *rootfs)
+{
+        static const char *const names[] = {"tmp", "proc"};
+        for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+                struct box b;
+                struct sbx_error err = {0};
+                char p[400];
+                box_init(&b, 3 + i, rootfs, "gv-link");
+                snprintf(p, sizeof(p), "%s/upper", b.dir);
+                mkdir(p, 0755);
+                snprintf(p, sizeof(p), "%s/upper/%s", b.dir, names[i]);
+                CHECK(symlink("/etc", p) == 0, "upper/%s -> /etc", names[i]);
+                pid_t pid = 0;
+                int r = rt_start(rt, &b.spec, &pid, &err);
+                CHECK(r < 0 && strstr(err.msg, "symlink"), "a symlinked /%s is refused (%s)",
+                      names[i], err.msg);
+                struct statfs st;
+                CHECK(statfs("/etc", &st) == 0 && st.f_type != 0x01021994 /* TMPFS_MAGIC */,
+                      "and nothing was mounted on the host's /etc");
+                if (r == 0)
+                        rt_stop(rt, &b.spec, NULL);
+                rt_destroy(rt, &b.spec, &err);
+        }
+}
+
 int main(int argc, char **argv)
 {
         const char *init = argc > 1 ? argv[1] : getenv("SANDBOX_INIT");
@@ -354,6 +398,7 @@ int main(int argc, char **argv)
                 test_lifecycle(rt, rootfs);
                 test_nat(rt, rootfs);
                 test_checkpoint(rt, rootfs);
+                test_symlinked_targets(rt, rootfs);
                 rt_close(rt);
         }
         static const char *const h[] = {"unified", "memory", "pids", "cpu", "freezer", ""};

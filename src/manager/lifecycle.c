@@ -336,7 +336,10 @@ void sandbox_reconnect_locked(struct manager *m, struct sandbox *sb)
                 sweep_uploads(m, sb);
                 return;
         }
-        if (alive)
+        /* Also when its processes are gone (a reboot, a kill): what its
+         * driver holds on the host for a running sandbox (gvisor: its
+         * mounts, its netns and veth) goes now, not at its next start. */
+        if (alive || sb->rec.state != SBX_STOPPED)
                 rt_stop(m->rt, &spec, NULL);
         if (sb->rec.state != SBX_STOPPED)
                 sandbox_set_state(m, sb, SBX_STOPPED, "agent gone at start-up");

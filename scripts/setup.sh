@@ -31,7 +31,13 @@ fi
 # The gvisor class needs runsc from bookworm-backports: bookworm's own
 # (2022) is too old for current kernels. The suite comes from the archive
 # the host already uses; only runsc is pinned to it.
-runsc_ok() { command -v runsc >/dev/null 2>&1 && runsc --version 2>/dev/null | grep -Eq '20(2[3-9]|[3-9][0-9])[0-9]{4}'; }
+# (Its output is taken whole: grep -q may stop reading before runsc has
+# written it all, and pipefail would count runsc's SIGPIPE as a failure.)
+runsc_ok() {
+        local v
+        v=$(runsc --version 2>/dev/null) || return 1
+        [[ $v =~ 20(2[3-9]|[3-9][0-9])[0-9]{4} ]]
+}
 . /etc/os-release 2>/dev/null || true
 if ! runsc_ok && [ "${VERSION_CODENAME:-}" = bookworm ] && [ -z "${SANDBOXD_NO_GVISOR:-}" ]; then
         archive=$(grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null \

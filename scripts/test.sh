@@ -91,7 +91,8 @@ run_suite() {
         rm -f "$log"
 }
 run_suite ns "${files[@]}"
-if runsc --version 2>/dev/null | grep -Eq '20(2[3-9]|[3-9][0-9])[0-9]{4}'; then
+runsc_version=$(runsc --version 2>/dev/null || true)
+if [[ $runsc_version =~ 20(2[3-9]|[3-9][0-9])[0-9]{4} ]]; then
         run_suite gvisor "${class_files[@]}"
 else
         echo "== integration tests, class gvisor: skipped (no usable runsc)"

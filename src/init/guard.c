@@ -113,6 +113,21 @@ static int guard_namespaces(const struct guard *g, int *ret_mnt)
         /* A proc of the new pid namespace: sandbox-init is not in it. */
         if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
                 return errno;
+        /* Its kernel's knobs read-only, as the ns class's are (under gVisor
+         * they are the sandbox's own, yet ip_forward of its network stack
+         * would be writable); one that does not exist is fine. */
+        static const char *const ro[] = {"/proc/sys", "/proc/sysrq-trigger"};
+        for (size_t i = 0; i < sizeof(ro) / sizeof(ro[0]); i++) {
+                if (mount(ro[i], ro[i], NULL, MS_BIND, NULL) < 0) {
+                        if (errno == ENOENT)
+                                continue;
+                        return errno;
+                }
+                if (mount(NULL, ro[i], NULL,
+                          MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                          NULL) < 0)
+                        return errno;
+        }
         /* The agent socket's directory: empty and read-only here, so the
          * workload cannot connect to PID 1 and drive it. */
         if (g->hide_dir && mount("tmpfs", g->hide_dir, "tmpfs",

@@ -151,6 +151,10 @@ static void check_guard(struct box *b)
               "pid 1 the workload sees is not sandbox-init (%s)", out);
         c = run(b, CMD("sh", "-c", "ls -A /.sbx/agent"), out, sizeof(out));
         CHECK(c == 0 && out[0] == '\0', "the agent's socket directory is empty inside (%s)", out);
+        c = run(
+            b, CMD("sh", "-c", "cat /proc/sys/net/ipv4/ip_forward > /proc/sys/net/ipv4/ip_forward"),
+            out, sizeof(out));
+        CHECK(c != 0, "the kernel's knobs are read-only for the workload (exit %d)", c);
         c = run(b, CMD("sh", "-c", "kill -9 1; sleep 0.2; echo after"), out, sizeof(out));
         struct sbx_error err = {0};
         CHECK(agent_ping(&b->peer, 2000, &err) == 0, "after kill -9 1 the agent answers %s",

@@ -73,7 +73,9 @@ test("after a host reboot the sandbox resumes exactly its checkpoint, files incl
     const cg = cgroupOf(dd, idOf(dd, "boot-marker"));
     await dd.stop("SIGKILL");
     writeFileSync(join(cg, "cgroup.kill"), "1");
-    await until(() => readFileSync(join(cg, "cgroup.procs"), "utf8").trim() === "");
+    // Every task gone, threads too (cgroup.procs lists processes: a
+    // multi-threaded one whose leader exited is no longer there).
+    await until(() => /^populated 0$/m.test(readFileSync(join(cg, "cgroup.events"), "utf8")));
     await dd.start();
     const r = await cc.sh("boot", "cat /tmp/count; cat /workspace/boot-marker; ls /workspace");
     const [n, marker] = r.stdout.split("\n");

@@ -183,7 +183,9 @@ test("a reboot (daemon SIGKILLed, every sandbox process killed) leaves it stoppe
     const cg = cgroupDir(d, id);
     await d.stop("SIGKILL");
     writeFileSync(join(cg, "cgroup.kill"), "1");
-    await until(() => readFileSync(join(cg, "cgroup.procs"), "utf8").trim() === "");
+    // Every task gone, threads too (cgroup.procs lists processes: a
+    // multi-threaded one whose leader exited is no longer there).
+    await until(() => /^populated 0$/m.test(readFileSync(join(cg, "cgroup.events"), "utf8")));
     await d.start();
     assert.equal(await state(c, "reboot"), "stopped");
     const g = await c.control("GET", "/v1/sandboxes/reboot");
@@ -205,7 +207,9 @@ test("an agent killed under a running daemon is started again by the next call, 
     const { id } = sandboxDir(d, "f");
     const cg = cgroupDir(d, id);
     writeFileSync(join(cg, "cgroup.kill"), "1");
-    await until(() => readFileSync(join(cg, "cgroup.procs"), "utf8").trim() === "");
+    // Every task gone, threads too (cgroup.procs lists processes: a
+    // multi-threaded one whose leader exited is no longer there).
+    await until(() => /^populated 0$/m.test(readFileSync(join(cg, "cgroup.events"), "utf8")));
     const r = await c.sh("crash", "cat /workspace/f");
     assert.equal(r.stdout, "kept\n");
     assert.equal(await state(c, "crash"), "running");

@@ -415,4 +415,3 @@ void check_cgroupfs(void)
                 closedir(d);
         rmdir("/tmp/.probe-cg");
 }
-

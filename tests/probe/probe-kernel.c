@@ -757,4 +757,3 @@ void check_abstract(void)
                         close(fd);
         }
 }
-

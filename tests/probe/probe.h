@@ -129,4 +129,3 @@ void check_posture(void);
 void check_mounts(void);
 void check_connect(void);
 void check_abstract(void);
-

@@ -556,6 +556,15 @@ static int gv_checkpoint(void *state, const struct rt_spec *spec, const char *di
                         wait_agent(spec, NULL);
                 return r;
         }
+        /* What the sandbox wrote may still be dirty in the writable layer's
+         * filesystem (the disk cap's ext4 on a loop device): on its image
+         * before that is copied, also when a lazy unmount leaves it mounted
+         * a while. */
+        int root = openat(dirfd, "root", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (root >= 0) {
+                syncfs(root);
+                close(root); /* before the unmount: it would hold the disk */
+        }
         if ((r = gv_ckpt_save(spec, dir, GV_CKPT_TMP, err)) < 0 ||
             (r = gv_stop(g, spec, err)) < 0 ||
             (r = gv_ckpt_save(spec, dir, GV_CKPT_LAYER, err)) < 0)

@@ -98,7 +98,8 @@ static inline char *spawn_ok(const struct agent_cmd *c)
         return id;
 }
 
-static inline void poll_ok(const char *id, uint64_t of, uint64_t ef, int wait, struct agent_poll_result *r)
+static inline void poll_ok(const char *id, uint64_t of, uint64_t ef, int wait,
+                           struct agent_poll_result *r)
 {
         struct sbx_error err = {0};
         int rc = agent_poll(&agent, id, of, ef, wait, r, &err);
@@ -108,7 +109,7 @@ static inline void poll_ok(const char *id, uint64_t of, uint64_t ef, int wait, s
 
 /* Poll until exited, ignoring output. */
 static inline void wait_exit_on(const struct agent_peer *peer, const char *id,
-                         struct agent_poll_result *last)
+                                struct agent_poll_result *last)
 {
         for (int i = 0; i < 200; i++) {
                 struct sbx_error err = {0};

@@ -23,7 +23,6 @@ struct side {
  * has left the test. */
 static struct side side = {.pid = -1, .wrapper = -1};
 
-
 /* prep runs in the child before anything else and may _exit(77): the test
  * is then skipped. ns: unshare(ns) in the child, then sandbox-init is
  * forked there (PID 1 with CLONE_NEWPID; "/" made private with

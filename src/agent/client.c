@@ -603,9 +603,8 @@ int agent_spawn(const struct agent_peer *peer, const struct agent_cmd *cmd,
         if ((r = agent_put_cmd(&m, cmd)) < 0 ||
             (cmd->stdin_pipe && (r = agent_put_bool(&m, AGENT_T_STDIN, true)) < 0) ||
             (cmd->lossless && (r = agent_put_bool(&m, AGENT_T_LOSSLESS, true)) < 0) ||
-            (cmd->pty_cols &&
-             ((r = agent_put_u64(&m, AGENT_T_PTY_COLS, cmd->pty_cols)) < 0 ||
-              (r = agent_put_u64(&m, AGENT_T_PTY_ROWS, cmd->pty_rows)) < 0))) {
+            (cmd->pty_cols && ((r = agent_put_u64(&m, AGENT_T_PTY_COLS, cmd->pty_cols)) < 0 ||
+                               (r = agent_put_u64(&m, AGENT_T_PTY_ROWS, cmd->pty_rows)) < 0))) {
                 agent_msg_free(&m);
                 return build_error(err, r, "spawn");
         }

@@ -49,10 +49,10 @@ struct agent_cmd {
         size_t argc;
         const char *const *env; /* "KEY=VALUE", override the defaults */
         size_t envc;
-        const char *cwd;     /* NULL: /workspace; relative: against it */
-        bool stdin_pipe;     /* spawn: give it a stdin pipe */
-        bool lossless;       /* spawn: its output waits for a reader */
-        unsigned pty_cols;   /* spawn: both > 0: on a terminal of this size */
+        const char *cwd;   /* NULL: /workspace; relative: against it */
+        bool stdin_pipe;   /* spawn: give it a stdin pipe */
+        bool lossless;     /* spawn: its output waits for a reader */
+        unsigned pty_cols; /* spawn: both > 0: on a terminal of this size */
         unsigned pty_rows;
         uint64_t max_output; /* exec: bytes kept per stream; 0 = 1 MiB */
 };

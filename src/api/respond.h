@@ -31,7 +31,7 @@ struct api_resp {
         int body_fd;     /* >= 0: send this file instead (owned) */
         uint64_t body_fd_len;
         struct api_body_source source; /* read set: send this instead (owned) */
-        char retry_after[24]; /* Retry-After header when set */
+        char retry_after[24];          /* Retry-After header when set */
 };
 
 /* Set resp to the API's error body {"error":{"code","message"}}. */

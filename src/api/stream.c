@@ -26,12 +26,12 @@
 #include "dataplane.h"
 #include "errors.h"
 
-#define STREAM_BLOCK (128u << 10)     /* what libmicrohttpd is asked to buffer */
-#define STREAM_KEEPALIVE_MS 15000     /* a frame at least this often */
-#define STREAM_TICK_MS 1000           /* how often a wait looks at the shutdown */
-#define STREAM_FRAME_WAIT_MS 10000    /* the rest of an exit or error frame */
+#define STREAM_BLOCK (128u << 10)        /* what libmicrohttpd is asked to buffer */
+#define STREAM_KEEPALIVE_MS 15000        /* a frame at least this often */
+#define STREAM_TICK_MS 1000              /* how often a wait looks at the shutdown */
+#define STREAM_FRAME_WAIT_MS 10000       /* the rest of an exit or error frame */
 #define STREAM_CLIENT_SNDBUF (256 << 10) /* in flight towards the client */
-#define STEP_END (-100000)            /* step(): the last frame is out */
+#define STEP_END (-100000)               /* step(): the last frame is out */
 
 struct stream_body {
         struct api *a;
@@ -45,6 +45,7 @@ struct stream_body {
         size_t head_got;
         uint32_t left; /* payload bytes of the current data frame still to pass */
         bool done;     /* the last frame is in pend: end after it */
+        bool cut;      /* ... or the response is cut: end with an error */
         int64_t last_ms;
 };
 
@@ -217,7 +218,7 @@ static ssize_t step(struct stream_body *s, char *buf, size_t max)
         if (s->pend_off < s->pend.len)
                 return (ssize_t)take_pend(s, buf, max);
         if (s->done)
-                return STEP_END;
+                return s->cut ? -EPIPE : STEP_END;
         if (s->left > 0) {
                 ssize_t n = recv_some(s->fd, buf, MIN(max, (size_t)s->left));
                 if (n > 0)
@@ -236,6 +237,27 @@ static ssize_t step(struct stream_body *s, char *buf, size_t max)
         return step(s, buf, max);
 }
 
+/* The response is cut: the agent went away mid-stream, or spoke nonsense.
+ * The client sees no exit frame and reconnects. */
+static void cut(struct stream_body *s, ssize_t why)
+{
+        if (why != -EPIPE && !s->cut)
+                log_warn("stream of %s: %s", s->id, strerror((int)-why));
+        s->done = s->cut = true;
+        s->pend.len = s->pend_off = 0;
+}
+
+/* Nothing to send: wait for the agent, or queue a keepalive when one is
+ * due. False when the response is to end. */
+static bool idle(struct stream_body *s)
+{
+        int64_t quiet = mono_ms() - s->last_ms;
+        if (quiet >= STREAM_KEEPALIVE_MS && s->left == 0 && s->head_got == 0)
+                return pend_frame(s, AGENT_SF_KEEPALIVE, NULL, 0) == 0;
+        int64_t wait = MIN((int64_t)STREAM_TICK_MS, STREAM_KEEPALIVE_MS - quiet);
+        return wait_agent(s, (int)MAX(wait, (int64_t)1)) >= 0;
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
         struct stream_body *s = cls;
@@ -247,31 +269,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
                         used += (size_t)n;
                         continue;
                 }
-                if (n < 0 && n != STEP_END) {
-                        /* Cut: the agent went away mid-stream, or spoke
-                         * nonsense. The client sees no exit frame and
-                         * reconnects. What is already in buf goes first. */
-                        if (n != -EPIPE)
-                                log_warn("stream of %s: %s", s->id, strerror((int)-n));
-                        s->done = true;
-                        s->pend.len = s->pend_off = 0;
-                        if (used)
-                                break;
-                        return MHD_CONTENT_READER_END_WITH_ERROR;
-                }
                 if (n == STEP_END) /* the last frame is out */
                         return used ? (ssize_t)used : MHD_CONTENT_READER_END_OF_STREAM;
+                if (n < 0)
+                        cut(s, n); /* what is already in buf goes first */
                 if (used)
                         break;
-                int64_t idle = mono_ms() - s->last_ms;
-                if (idle >= STREAM_KEEPALIVE_MS && s->left == 0 && s->head_got == 0) {
-                        if (pend_frame(s, AGENT_SF_KEEPALIVE, NULL, 0) < 0)
-                                return MHD_CONTENT_READER_END_WITH_ERROR;
-                        continue;
-                }
-                int64_t wait = MIN((int64_t)STREAM_TICK_MS, STREAM_KEEPALIVE_MS - idle);
-                int w = wait_agent(s, (int)MAX(wait, (int64_t)1));
-                if (w < 0)
+                if (n < 0 || !idle(s))
                         return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         s->last_ms = mono_ms();

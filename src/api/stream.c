@@ -32,6 +32,7 @@
 #define STREAM_FRAME_WAIT_MS 10000       /* the rest of an exit or error frame */
 #define STREAM_CLIENT_SNDBUF (256 << 10) /* in flight towards the client */
 #define STEP_END (-100000)               /* step(): the last frame is out */
+#define STREAM_IN (128u << 10)           /* what one recv() from the agent may take */
 
 struct stream_body {
         struct api *a;
@@ -39,6 +40,8 @@ struct stream_body {
         int fd;             /* the agent connection */
         int client_fd;      /* the HTTP client's socket, for its hang-up; -1 unknown */
         char id[AGENT_PROC_ID_MAX + 1];
+        uint8_t *in; /* received from the agent, not yet taken: [in_off, in_len) */
+        size_t in_off, in_len;
         struct buf pend; /* bytes to send before anything else */
         size_t pend_off;
         uint8_t head[AGENT_SF_HEAD]; /* the agent frame head being read */
@@ -112,24 +115,34 @@ static int wait_agent(struct stream_body *s, int timeout_ms)
         if (n < 0)
                 return errno == EINTR ? 0 : -EPIPE;
         if (s->client_fd >= 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)))
-                return -EPIPE; /* the reader went away: let go of the agent */
+                return -ECONNRESET; /* the reader went away: let go of the agent */
         if (atomic_load(&s->a->draining))
-                return -EPIPE; /* the client reconnects to the next daemon */
+                return -ESHUTDOWN; /* the client reconnects to the next daemon */
         return n > 0 ? 1 : 0;
 }
 
-/* Receive up to len bytes: > 0 got, 0 none now, -EPIPE the agent closed. */
-static ssize_t recv_some(int fd, void *buf, size_t len)
+/* Up to len of the agent's bytes: > 0 got, 0 none now, -EPIPE it closed.
+ * One recv() takes as much as there is (up to STREAM_IN), however small
+ * its frames: a process that writes 4 KiB at a time costs one system call
+ * per 128 KiB here, not two per 4 KiB. */
+static ssize_t recv_some(struct stream_body *s, void *buf, size_t len)
 {
-        ssize_t n;
-        do
-                n = recv(fd, buf, len, MSG_DONTWAIT);
-        while (n < 0 && errno == EINTR);
-        if (n > 0)
-                return n;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-                return 0;
-        return -EPIPE;
+        if (s->in_off == s->in_len) {
+                ssize_t n;
+                do
+                        n = recv(s->fd, s->in, STREAM_IN, MSG_DONTWAIT);
+                while (n < 0 && errno == EINTR);
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                        return 0;
+                if (n <= 0)
+                        return -EPIPE;
+                s->in_off = 0;
+                s->in_len = (size_t)n;
+        }
+        size_t k = MIN(len, s->in_len - s->in_off);
+        memcpy(buf, s->in + s->in_off, k);
+        s->in_off += k;
+        return (ssize_t)k;
 }
 
 /* The whole of an exit or error frame's payload (small), with a deadline. */
@@ -138,7 +151,7 @@ static int recv_payload(struct stream_body *s, uint8_t *out, uint32_t len)
         int64_t deadline = mono_ms() + STREAM_FRAME_WAIT_MS;
         uint32_t got = 0;
         while (got < len) {
-                ssize_t n = recv_some(s->fd, out + got, len - got);
+                ssize_t n = recv_some(s, out + got, len - got);
                 if (n < 0)
                         return -EPIPE;
                 got += (uint32_t)n;
@@ -220,12 +233,12 @@ static ssize_t step(struct stream_body *s, char *buf, size_t max)
         if (s->done)
                 return s->cut ? -EPIPE : STEP_END;
         if (s->left > 0) {
-                ssize_t n = recv_some(s->fd, buf, MIN(max, (size_t)s->left));
+                ssize_t n = recv_some(s, buf, MIN(max, (size_t)s->left));
                 if (n > 0)
                         s->left -= (uint32_t)n;
                 return n;
         }
-        ssize_t n = recv_some(s->fd, s->head + s->head_got, sizeof(s->head) - s->head_got);
+        ssize_t n = recv_some(s, s->head + s->head_got, sizeof(s->head) - s->head_got);
         if (n <= 0)
                 return n;
         s->head_got += (size_t)n;
@@ -237,11 +250,32 @@ static ssize_t step(struct stream_body *s, char *buf, size_t max)
         return step(s, buf, max);
 }
 
+/* The agent went away because the sandbox was deleted: that is the end,
+ * said in an error frame (a reconnect would find no sandbox). */
+static bool end_gone(struct stream_body *s, ssize_t why)
+{
+        /* Only between two frames of ours: inside a data frame whose
+         * bytes did not all come, the framing is lost and all we can do is
+         * cut. */
+        if (why != -EPIPE || s->done || s->left > 0 || !mgr_sandbox_gone(s->sb))
+                return false;
+        struct sbx_error err = {0};
+        sbx_error_say(&err, ENOENT, "the sandbox was deleted while the stream ran");
+        struct api_resp tmp = {.body_fd = -1};
+        buf_init(&tmp.body, 0);
+        api_error_errno(&tmp, API_ERR_GONE, -ENOENT, &err);
+        s->head_got = 0; /* a head that came only in part is dropped */
+        bool ok = pend_frame(s, AGENT_SF_ERROR, tmp.body.data, tmp.body.len) == 0;
+        buf_free(&tmp.body);
+        s->done = true;
+        return ok;
+}
+
 /* The response is cut: the agent went away mid-stream, or spoke nonsense.
  * The client sees no exit frame and reconnects. */
 static void cut(struct stream_body *s, ssize_t why)
 {
-        if (why != -EPIPE && !s->cut)
+        if (why != -EPIPE && why != -ECONNRESET && why != -ESHUTDOWN && !s->cut)
                 log_warn("stream of %s: %s", s->id, strerror((int)-why));
         s->done = s->cut = true;
         s->pend.len = s->pend_off = 0;
@@ -271,6 +305,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
                 }
                 if (n == STEP_END) /* the last frame is out */
                         return used ? (ssize_t)used : MHD_CONTENT_READER_END_OF_STREAM;
+                if (n < 0 && end_gone(s, n))
+                        continue;
                 if (n < 0)
                         cut(s, n); /* what is already in buf goes first */
                 if (used)
@@ -287,6 +323,7 @@ static void stream_free(void *cls)
 {
         struct stream_body *s = cls;
         close_fd(&s->fd);
+        free(s->in);
         buf_free(&s->pend);
         mgr_leave(s->a->mgr, s->sb);
         free(s);
@@ -328,13 +365,16 @@ void dataplane_stream(struct api_call *c, struct api_resp *resp)
                 return;
         }
         struct stream_body *s = calloc(1, sizeof(*s));
-        if (!s) {
+        uint8_t *in = malloc(STREAM_IN);
+        if (!s || !in) {
+                free(s);
+                free(in);
                 close(fd);
                 agent_stream_start_free(&st);
                 api_error(resp, 503, "unavailable", "out of memory");
                 return;
         }
-        *s = (struct stream_body){.a = a, .fd = fd, .client_fd = client_socket(c->req)};
+        *s = (struct stream_body){.a = a, .fd = fd, .client_fd = client_socket(c->req), .in = in};
         snprintf(s->id, sizeof(s->id), "%s", c->id);
         buf_init(&s->pend, 0);
         r = pend_json(s, AGENT_SF_START, start_json(&st));
@@ -342,6 +382,7 @@ void dataplane_stream(struct api_call *c, struct api_resp *resp)
         if (r < 0) {
                 close(fd);
                 buf_free(&s->pend);
+                free(s->in);
                 free(s);
                 api_error(resp, 503, "unavailable", "out of memory");
                 return;

@@ -103,9 +103,9 @@ export interface ProcessStatus {
   /** On an exec's record: output was cut at 1 MiB. */
   truncated?: boolean;
   /** Beyond the documented client: `true` when spawned with `pty`; absent otherwise. */
-  pty?: boolean;
+  pty?: true;
   /** Beyond the documented client: `true` when spawned with `lossless`; absent otherwise. */
-  lossless?: boolean;
+  lossless?: true;
 }
 
 export interface ProcessOutput extends ProcessStatus {

@@ -181,6 +181,7 @@ describe(`process streams (${CLASS})`, { skip: skipReason("tiny") }, () => {
     assert.equal(r.killed, true);
     assert.equal(r.stdout, "started\n");
     assert.equal(r.state, "exited");
+    assert.equal(r.exitCode, 128 + 9, "killed by KILL");
     assert.ok(took >= 1_400 && took < 10_000, `took ${took} ms`);
     assert.deepEqual(chunks.map((c) => [c.stdout, c.stdoutNext, c.stdoutDropped]), [["started\n", 8, 0]]);
     assert.ok(await gone(r.processId));

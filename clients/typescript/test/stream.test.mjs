@@ -62,6 +62,7 @@ describe(`process streams (${CLASS})`, { skip: skipReason("tiny") }, () => {
     assert.equal(result.exitCode, 0, result.stderr);
     assert.equal(result.state, "exited");
     assert.equal(result.killed, false);
+    assert.equal(result.lossless, true, "run spawns lossless");
     const bytes = Buffer.from(result.stdout, "utf8");
     assert.ok(bytes.length > 50_000_000, `${bytes.length} bytes`);
     assert.equal(result.stdoutNext, bytes.length);
@@ -108,6 +109,39 @@ describe(`process streams (${CLASS})`, { skip: skipReason("tiny") }, () => {
     assert.ok(a.stdout.equals(b.stdout), "both readers got the same bytes");
     assert.equal(sha256(a.stdout), await sandboxSha(sandboxes, name, "/tmp/two"));
     await sandboxes.kill(name, proc.processId);
+  });
+
+  it("stream: a lossless process read late loses nothing (it waited for its reader)", { timeout: 30_000 }, async () => {
+    const proc = await sandboxes.spawn(name, {
+      command: ["/bin/sh", "-c", "head -c 3000000 /dev/urandom | tee /tmp/late"],
+      lossless: true,
+    });
+    await sleep(1_500);
+    // 3 MB cannot fit in what a lossless process may get ahead: it is still writing.
+    assert.equal((await sandboxes.processes(name)).find((p) => p.processId === proc.processId)?.state, "running");
+    const stream = sandboxes.stream(name, proc.processId);
+    const got = await drain(stream);
+    assert.equal(stream.start.stdoutDropped, 0);
+    assert.equal(got.stdout.length, 3_000_000);
+    assert.equal(sha256(got.stdout), await sandboxSha(sandboxes, name, "/tmp/late"));
+    await sandboxes.kill(name, proc.processId);
+  });
+
+  it("stream: a process killed under its reader ends it with 404 process_not_found", { timeout: 30_000 }, async () => {
+    const proc = await sandboxes.spawn(name, { command: ["/bin/sh", "-c", "echo a; sleep 30"] });
+    const stream = sandboxes.stream(name, proc.processId);
+    const seen = [];
+    const e = await (async () => {
+      for await (const c of stream) {
+        seen.push(Buffer.from(c.data).toString());
+        await sandboxes.kill(name, proc.processId);
+      }
+    })().catch((x) => x);
+    assert.deepEqual(seen, ["a\n"]);
+    assert.ok(e instanceof SandboxRequestError, String(e));
+    assert.equal(e.status, 404);
+    assert.equal(e.code, "process_not_found");
+    await assert.rejects(stream.exit, (x) => x === e);
   });
 
   it("toReadable and readable() pipe a stream's bytes into a hash", { timeout: 60_000 }, async () => {

@@ -214,7 +214,7 @@ export class SandboxClient {
    */
   async execCombined(name: string, command: string, timeoutMs?: number): Promise<CombinedResult> {
     // `exec 2>&1` first, rather than appending `2>&1`, so the redirection covers
-    // every command of a list or pipeline and the shell's own errors.
+    // every command of a list or pipeline and the shell's own syntax errors.
     let t = timeoutMs;
     if (t === undefined || !Number.isFinite(t) || t <= 0) t = Math.max(1, this.#timeoutMs - 1000);
     const r = await this.run(name, { command: ["/bin/sh", "-c", `exec 2>&1\n${command}`] }, { timeoutMs: Math.ceil(t) });

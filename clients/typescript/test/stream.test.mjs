@@ -17,7 +17,11 @@ async function sandboxSha(sandboxes, name, path) {
   assert.equal(r.exitCode, 0, r.stderr);
   return r.stdout.split(/\s+/)[0];
 }
-/** Every chunk of a stream, its bytes joined per stream. */
+/**
+ * Every chunk of a stream, its bytes joined per stream. For its first
+ * `slowBytes` the consumer is slow: it waits `pauseMs` after each chunk, and
+ * longer for a big one, reading at most about 4 MiB/s.
+ */
 async function drain(stream, { slowBytes = 0, pauseMs = 0 } = {}) {
   const parts = { stdout: [], stderr: [] };
   let seen = 0;
@@ -29,7 +33,7 @@ async function drain(stream, { slowBytes = 0, pauseMs = 0 } = {}) {
     assert.equal(stream[`${chunk.stream}Next`], expected[chunk.stream]);
     parts[chunk.stream].push(Buffer.from(chunk.data));
     seen += chunk.data.length;
-    if (seen < slowBytes) await sleep(pauseMs);
+    if (seen < slowBytes) await sleep(Math.max(pauseMs, chunk.data.length / (4 * 1024)));
   }
   return { stdout: Buffer.concat(parts.stdout), stderr: Buffer.concat(parts.stderr) };
 }

@@ -19,8 +19,9 @@ fi
 ninja -C build-asan || exit 1
 
 IMAGES=${SANDBOXD_IMAGES:-/var/lib/sandboxd/images}
+# Built when missing or built from an older recipe (`image list`, RECIPE).
 for img in tiny debian; do
-        if ! build/sandboxd image list --images "$IMAGES" | awk 'NR > 1 {print $1}' | grep -qx "$img"; then
+        if ! build/sandboxd image list --images "$IMAGES" | awk 'NR > 1 && $NF == "current" {print $1}' | grep -qx "$img"; then
                 build/sandboxd image build "$img" --images "$IMAGES" || exit 1
         fi
 done

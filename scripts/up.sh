@@ -13,6 +13,10 @@ URL="http://$LISTEN"
 
 if ! sandboxd image list --state "$STATE" | awk 'NR > 1 {print $1}' | grep -qx debian; then
         sandboxd image build debian --state "$STATE"
+elif sandboxd image list --state "$STATE" | awk 'NR > 1 && $1 == "debian" {print $NF}' | grep -qx older; then
+        # Not rebuilt under sandboxes that may be using it: say how.
+        echo "note: the debian image was built from an older recipe;" \
+                "'sandboxd image build debian' rebuilds it (stop its sandboxes first)" >&2
 fi
 
 TOKEN=$(sandboxd token --state "$STATE" --url "$URL" --deployment demo --account demo --ttl 24h)

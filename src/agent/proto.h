@@ -40,7 +40,7 @@
 #define AGENT_MAX_ARGV 4096                 /* command words of an EXEC / SPAWN */
 #define AGENT_MAX_ENV 4096                  /* environment variables of one */
 #define AGENT_PROC_ID_MAX 64                /* bytes of a process id */
-#define AGENT_LOSSLESS_RING_SIZE (4u << 20) /* kept per stream of a lossless process */
+#define AGENT_LOSSLESS_RING_SIZE (8u << 20) /* kept per stream of a lossless process */
 #define AGENT_STREAM_WINDOW (256u << 10)    /* read ahead of the slowest stream reader */
 #define AGENT_PTY_MAX 4096                  /* columns, rows of a terminal */
 

@@ -23,8 +23,9 @@ int cmd_image(int argc, char **argv)
                         printf(
                             "usage: sandboxd image build NAME [--force] | sandboxd image list\n\n"
                             "Images: debian (Debian 12 with python3, nodejs, npm, git, curl,\n"
-                            "ca-certificates, procps; built with mmdebstrap) and tiny "
-                            "(busybox).\n\n"
+                            "ca-certificates, procps, vim-tiny; built with mmdebstrap) and\n"
+                            "tiny (busybox). `build` builds an image that is missing, or was\n"
+                            "built from an older recipe (RECIPE `older` in the list).\n\n"
                             "  --force                    rebuild an image that exists\n");
                         settings_usage(0);
                         return 0;
@@ -57,12 +58,15 @@ int cmd_image(int argc, char **argv)
                         fprintf(stderr, "sandboxd image: %s\n", err.msg);
                         ret = 1;
                 } else {
-                        printf("%-16s %-26s %s\n", "NAME", "BUILT", "SIZE");
+                        printf("%-16s %-26s %-12s %s\n", "NAME", "BUILT", "SIZE", "RECIPE");
                         for (size_t i = 0; i < n; i++) {
                                 char ts[32];
                                 format_rfc3339(v[i].built_at_ms, ts);
-                                printf("%-16s %-26s %.1f MiB\n", v[i].name, ts,
-                                       (double)v[i].size_bytes / (1 << 20));
+                                char size[32];
+                                snprintf(size, sizeof(size), "%.1f MiB",
+                                         (double)v[i].size_bytes / (1 << 20));
+                                printf("%-16s %-26s %-12s %s\n", v[i].name, ts, size,
+                                       v[i].stale ? "older" : "current");
                         }
                         free(v);
                         ret = 0;

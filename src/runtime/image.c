@@ -25,6 +25,12 @@
 #define IMG_JSON "image.json"
 #define IMG_JSON_MAX 65536
 #define IMG_LIST_MAX 65536
+/* What each image is built from, kept in its image.json: an image built
+ * from another recipe is stale (`image list`), and `image build` builds it
+ * again. Change the string whenever what the build makes changes. */
+#define IMG_DEBIAN_PACKAGES "python3,nodejs,npm,git,curl,ca-certificates,procps,vim-tiny"
+#define IMG_RECIPE_DEBIAN "mmdebstrap --variant=apt bookworm " IMG_DEBIAN_PACKAGES
+#define IMG_RECIPE_TINY "busybox 1"
 
 /* ---- small helpers ---- */
 
@@ -172,12 +178,8 @@ static int build_debian(int builddir, const char *build_path, struct sbx_error *
         char target[PATH_MAX];
         if (snprintf(target, sizeof(target), "%s/rootfs", build_path) >= (int)sizeof(target))
                 return sbx_error_set(err, ENAMETOOLONG, "image path too long");
-        const char *const argv[] = {"mmdebstrap",
-                                    "--variant=apt",
-                                    "--include=python3,nodejs,npm,git,curl,ca-certificates,procps",
-                                    "bookworm",
-                                    target,
-                                    NULL};
+        const char *const argv[] = {"mmdebstrap", "--variant=apt", "--include=" IMG_DEBIAN_PACKAGES,
+                                    "bookworm",   target,          NULL};
         /* Its progress (stdout) goes where ours does. */
         struct tool_run t = {.argv = argv, .out_to_stderr = true};
         int r = run_tool(&t, NULL, err);
@@ -224,12 +226,17 @@ static uint64_t tree_size(int dfd, dev_t dev, int depth)
         return total;
 }
 
+static const char *image_recipe(const char *name)
+{
+        return !strcmp(name, "tiny") ? IMG_RECIPE_TINY : IMG_RECIPE_DEBIAN;
+}
+
 static int write_image_json(int builddir, const char *name, uint64_t size, struct sbx_error *err)
 {
         char when[32];
         format_rfc3339(now_ms(), when);
-        json_t *j =
-            json_pack("{s:s, s:s, s:I}", "name", name, "builtAt", when, "size", (json_int_t)size);
+        json_t *j = json_pack("{s:s, s:s, s:I, s:s}", "name", name, "builtAt", when, "size",
+                              (json_int_t)size, "recipe", image_recipe(name));
         char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         if (!text)
@@ -359,49 +366,6 @@ static int build_and_install(int imgfd, const char *images_dir, const char *name
         return r;
 }
 
-int rt_image_build(const char *images_dir, const char *name, bool force, struct sbx_error *err)
-{
-        bool tiny = name && !strcmp(name, "tiny");
-        if (!images_dir || !name || (!tiny && strcmp(name, "debian")))
-                return sbx_error_set(err, EINVAL, "unknown image `%s` (tiny or debian)",
-                                     name ? name : "");
-        int r = mkdir_p(images_dir, 0755);
-        if (r < 0)
-                return sbx_error_set(err, -r, "create `%s`", images_dir);
-        _cleanup_close_ int imgfd = open(images_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (imgfd < 0)
-                return sbx_error_set(err, errno, "open `%s`", images_dir);
-        remove_leftovers(imgfd, name);
-        if (!force && image_complete(imgfd, name)) {
-                fprintf(stderr, "image '%s' already present (use force to rebuild)\n", name);
-                return 0;
-        }
-        fprintf(stderr, "building image '%s'...\n", name);
-        uint64_t size = 0;
-        if ((r = build_and_install(imgfd, images_dir, name, tiny, &size, err)) < 0)
-                return r;
-        fprintf(stderr, "image '%s' ready (%" PRIu64 " MiB)\n", name, (size + (1 << 19)) >> 20);
-        return 0;
-}
-
-int rt_image_rootfs(const char *images_dir, const char *name, char *out, size_t out_len)
-{
-        if (!images_dir || !name || !image_name_is_valid(name))
-                return -EINVAL;
-        char p[PATH_MAX];
-        struct stat st;
-        if (snprintf(p, sizeof(p), "%s/%s/" IMG_JSON, images_dir, name) >= (int)sizeof(p))
-                return -ENAMETOOLONG;
-        if (lstat(p, &st) < 0 || !S_ISREG(st.st_mode))
-                return -ENOENT;
-        int n = snprintf(out, out_len, "%s/%s/rootfs", images_dir, name);
-        if (n < 0 || (size_t)n >= out_len)
-                return -ENAMETOOLONG;
-        if (lstat(out, &st) < 0 || !S_ISDIR(st.st_mode))
-                return -ENOENT;
-        return 0;
-}
-
 static int64_t parse_rfc3339_ms(const char *s)
 {
         struct tm tm = {0};
@@ -437,7 +401,58 @@ static int read_info(int imgfd, const char *name, struct rt_image_info *info)
         snprintf(info->name, sizeof(info->name), "%s", name);
         info->built_at_ms = parse_rfc3339_ms(when);
         info->size_bytes = size > 0 ? (uint64_t)size : 0;
+        const char *recipe = json_string_value(json_object_get(j, "recipe"));
+        info->stale = (!strcmp(name, "tiny") || !strcmp(name, "debian")) &&
+                      (!recipe || strcmp(recipe, image_recipe(name)));
         json_decref(j);
+        return 0;
+}
+
+int rt_image_build(const char *images_dir, const char *name, bool force, struct sbx_error *err)
+{
+        bool tiny = name && !strcmp(name, "tiny");
+        if (!images_dir || !name || (!tiny && strcmp(name, "debian")))
+                return sbx_error_set(err, EINVAL, "unknown image `%s` (tiny or debian)",
+                                     name ? name : "");
+        int r = mkdir_p(images_dir, 0755);
+        if (r < 0)
+                return sbx_error_set(err, -r, "create `%s`", images_dir);
+        _cleanup_close_ int imgfd = open(images_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (imgfd < 0)
+                return sbx_error_set(err, errno, "open `%s`", images_dir);
+        remove_leftovers(imgfd, name);
+        struct rt_image_info info;
+        if (!force && image_complete(imgfd, name)) {
+                if (read_info(imgfd, name, &info) < 0 || !info.stale) {
+                        fprintf(stderr, "image '%s' already present (use force to rebuild)\n",
+                                name);
+                        return 0;
+                }
+                fprintf(stderr, "image '%s' was built from an older recipe\n", name);
+        }
+        fprintf(stderr, "building image '%s'...\n", name);
+        uint64_t size = 0;
+        if ((r = build_and_install(imgfd, images_dir, name, tiny, &size, err)) < 0)
+                return r;
+        fprintf(stderr, "image '%s' ready (%" PRIu64 " MiB)\n", name, (size + (1 << 19)) >> 20);
+        return 0;
+}
+
+int rt_image_rootfs(const char *images_dir, const char *name, char *out, size_t out_len)
+{
+        if (!images_dir || !name || !image_name_is_valid(name))
+                return -EINVAL;
+        char p[PATH_MAX];
+        struct stat st;
+        if (snprintf(p, sizeof(p), "%s/%s/" IMG_JSON, images_dir, name) >= (int)sizeof(p))
+                return -ENAMETOOLONG;
+        if (lstat(p, &st) < 0 || !S_ISREG(st.st_mode))
+                return -ENOENT;
+        int n = snprintf(out, out_len, "%s/%s/rootfs", images_dir, name);
+        if (n < 0 || (size_t)n >= out_len)
+                return -ENAMETOOLONG;
+        if (lstat(out, &st) < 0 || !S_ISDIR(st.st_mode))
+                return -ENOENT;
         return 0;
 }
 

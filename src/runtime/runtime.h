@@ -299,9 +299,11 @@ struct rt_image_info {
         char name[65];
         int64_t built_at_ms;
         uint64_t size_bytes;
+        bool stale; /* built from an older recipe than this sandboxd's */
 };
-/* Build `name` ("debian" or "tiny"); progress lines go to stderr.
- * force: rebuild even if present. */
+/* Build `name` ("debian" or "tiny"); progress lines go to stderr. An image
+ * that is present is built again only when force is set or it is stale
+ * (its image.json names another recipe than this sandboxd builds). */
 int rt_image_build(const char *images_dir, const char *name, bool force, struct sbx_error *err);
 /* Path of a complete image's rootfs in out; -ENOENT when absent. */
 int rt_image_rootfs(const char *images_dir, const char *name, char *out, size_t out_len);

@@ -159,7 +159,7 @@ describe(`process streams (${CLASS})`, { skip: skipReason("tiny") }, () => {
     const want = await sandboxSha(sandboxes, name, "/tmp/rd");
     assert.equal(hash.digest("hex"), want);
     assert.equal((await stream.exit).stdoutNext, 5_000_000);
-    // The exited process is read again from an offset (inside the 4 MiB it
+    // The exited process is read again from an offset (inside what it
     // still holds), through readable().
     const rest = createHash("sha256");
     await pipeline(sandboxes.readable(name, proc.processId, { from: 4_000_000 }), rest);

@@ -1,8 +1,10 @@
+import type { Readable } from "node:stream";
 import {
   SandboxNotEnabledError,
   SandboxRequestError,
   SandboxUnavailableError,
 } from "./errors.js";
+import { ProcessStream, type StreamOpener } from "./stream.js";
 import type {
   AttachOptions,
   CheckpointInfo,
@@ -14,8 +16,10 @@ import type {
   GrepMatch,
   Network,
   PollOptions,
+  ProcessChunk,
   ProcessOutput,
   ProcessStatus,
+  ReadableOptions,
   RunOptions,
   RunResult,
   SandboxHandle,
@@ -24,6 +28,8 @@ import type {
   Signal,
   SpawnRequest,
   StdinOptions,
+  StreamExit,
+  StreamOptions,
 } from "./types.js";
 
 /** Sandbox names, as the server checks them. */
@@ -39,11 +45,13 @@ const SIGNALS: ReadonlySet<string> = new Set(["TERM", "KILL", "INT", "HUP", "QUI
 const DEFAULT_TIMEOUT_SECONDS = 30;
 /** Refresh a cached handle this long before it expires (less for short-lived ones). */
 const REFRESH_MARGIN_MS = 30_000;
-/** Longest long poll `run` asks for. */
-const RUN_MAX_WAIT_MS = 10_000;
-/** How long `run` waits for a killed process to be reported exited. */
+/** How long `run` reads on after killing its process (timeout or abort), for the exit. */
 const RUN_DRAIN_MS = 5_000;
-const DEFAULT_INTERVAL_MS = 500;
+/** Longest delay setTimeout keeps; a `timeoutMs` beyond it is no deadline. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+/** A terminal's side, in cells, as the server bounds it. */
+const PTY_MAX = 4096;
+const STREAM_TYPE = "application/vnd.sandboxd.stream";
 
 const encoder = new TextEncoder();
 
@@ -57,6 +65,13 @@ interface RequestSpec {
   contentType?: string;
   /** Aborts the request besides the client's own timeout (run's `signal`). */
   signal?: AbortSignal;
+  /**
+   * The client's timeout bounds the wait for the answer's head only, not its
+   * body (a stream, which lasts as long as its process).
+   */
+  untimedBody?: boolean;
+  /** The Accept header. Default `application/json`. */
+  accept?: string;
 }
 
 interface CachedHandle {
@@ -191,56 +206,88 @@ export class SandboxClient {
     return toExecResult(res);
   }
 
-  /** Runs a shell line with stderr folded into stdout, interleaved as a terminal shows it. */
+  /**
+   * Runs a shell line with stderr folded into stdout, interleaved as a
+   * terminal shows it. Through `run`: the whole output, no cap. Without
+   * `timeoutMs` the line is killed after one second under the client's
+   * request timeout, as `exec` bounds it.
+   */
   async execCombined(name: string, command: string, timeoutMs?: number): Promise<CombinedResult> {
     // `exec 2>&1` first, rather than appending `2>&1`, so the redirection covers
     // every command of a list or pipeline and the shell's own syntax errors.
-    const request: ExecRequest = { command: ["/bin/sh", "-c", `exec 2>&1\n${command}`] };
-    if (timeoutMs !== undefined) request.timeoutMs = timeoutMs;
-    const r = await this.exec(name, request);
-    return { output: r.stdout, exitCode: r.exitCode, truncated: r.truncated };
+    let t = timeoutMs;
+    if (t === undefined || !Number.isFinite(t) || t <= 0) t = Math.max(1, this.#timeoutMs - 1000);
+    const r = await this.run(name, { command: ["/bin/sh", "-c", `exec 2>&1\n${command}`] }, { timeoutMs: Math.ceil(t) });
+    return { output: r.stdout, exitCode: r.exitCode ?? -1, truncated: false };
   }
 
-  /** Spawns the command and polls until it exits, with no output cap. */
+  /**
+   * Spawns the command (`lossless`) and reads its output as a stream until it
+   * exits: no output cap, nothing dropped, no request timeout.
+   */
   async run(name: string, request: SpawnRequest, options: RunOptions = {}): Promise<RunResult> {
     const signal = options.signal;
     signal?.throwIfAborted();
-    const proc = await this.spawn(name, request);
-    const run = new RunState(proc, options);
+    const proc = await this.spawn(name, { ...request, lossless: true });
+    const id = proc.processId;
+    const stop = new AbortController();
+    const stream = this.stream(name, id, { signal: stop.signal });
+    const run = new RunState(proc, stream, options.onOutput);
+    // A timeout or an abort kills the process, then reads on to its exit
+    // frame for a few seconds at most.
+    let ended: "timeout" | "abort" | undefined;
+    let killing: Promise<unknown> | undefined;
+    let drain: ReturnType<typeof setTimeout> | undefined;
+    const halt = (why: "timeout" | "abort"): void => {
+      if (ended !== undefined) return;
+      ended = why;
+      killing = this.signal(name, id, "KILL").then(
+        () => undefined,
+        // Already exited or gone: nothing left to stop.
+        (err: unknown) => (err instanceof SandboxRequestError ? undefined : err),
+      );
+      drain = setTimeout(() => stop.abort(new DOMException("run: the drain after the kill is over", "TimeoutError")), RUN_DRAIN_MS);
+    };
+    const onAbort = (): void => halt("abort");
+    const t = options.timeoutMs;
+    const deadline =
+      t !== undefined && Number.isFinite(t) && t >= 0 && t < MAX_TIMER_MS ? setTimeout(() => halt("timeout"), t) : undefined;
+    signal?.addEventListener("abort", onAbort, { once: true });
+    if (signal?.aborted) halt("abort");
     try {
-      for (;;) {
-        const remaining = run.deadline - Date.now();
-        if (remaining <= 0) return await this.#stopRun(name, run, true);
-        const waitMs = Math.min(RUN_MAX_WAIT_MS, this.#maxWaitMs(), remaining);
-        let chunk: ProcessOutput;
-        try {
-          chunk = await this.#poll(name, proc.processId, run.stdoutNext, run.stderrNext, waitMs, signal);
-        } catch (err) {
-          if (signal?.aborted) return await this.#stopRun(name, run, false);
-          throw err;
-        }
-        const fresh = run.add(chunk, true);
-        if (chunk.state === "exited" && !fresh) {
-          await this.#reap(name, proc.processId);
-          return run.result(false, false);
-        }
-        if (fresh || chunk.state === "exited") continue;
-        const pause = Math.min(run.intervalMs, run.deadline - Date.now());
-        if (pause > 0 && !(await sleep(pause, signal))) return await this.#stopRun(name, run, false);
-        if (signal?.aborted) return await this.#stopRun(name, run, false);
+      try {
+        for await (const chunk of stream) run.add(chunk);
+        run.exited(await stream.exit);
+      } catch (err) {
+        // Once killed, a stream that ends short of the exit (the drain ran
+        // out, the process is gone) still makes a result.
+        if (ended === undefined || !(stop.signal.aborted || err instanceof SandboxRequestError)) throw err;
+      } finally {
+        clearTimeout(deadline);
+        clearTimeout(drain);
+        signal?.removeEventListener("abort", onAbort);
       }
+      const failed = await killing;
+      if (failed !== undefined) throw failed;
     } catch (err) {
       // Do not leave the process running behind a failed run, unless the
       // server is unreachable anyway.
-      if (!(err instanceof SandboxUnavailableError)) await this.#reap(name, proc.processId);
+      if (!(err instanceof SandboxUnavailableError)) await this.#reap(name, id);
       throw err;
     }
+    await this.#reap(name, id);
+    return run.result(ended === "timeout", ended !== undefined);
   }
 
   /** Starts a command and returns at once; read its output with `poll`. */
   async spawn(name: string, request: SpawnRequest): Promise<ProcessStatus> {
     const body: Record<string, unknown> = { command: request.command, cwd: request.cwd, env: request.env };
     if (request.stdin) body.stdin = true;
+    if (request.lossless) body.lossless = true;
+    if (request.pty !== undefined) {
+      const pty: unknown = request.pty;
+      body.pty = checkPty(field(pty, "cols"), field(pty, "rows"));
+    }
     const res = await this.#data(name, (ep) => jsonSpec("POST", `${ep}/processes`, body), readJson);
     return toStatus(res);
   }
@@ -284,6 +331,59 @@ export class SandboxClient {
     const bytes = typeof data === "string" ? encoder.encode(data) : data;
     const query = options.close ? "?close=true" : "";
     await this.#data(name, (ep) => bytesSpec("POST", `${ep}/processes/${id}/stdin${query}`, bytes), discard);
+  }
+
+  /**
+   * A process's output as it is produced, then its exit (see
+   * {@link ProcessStream}). Nothing is sent until the stream is iterated.
+   */
+  stream(name: string, processId: string, options: StreamOptions = {}): ProcessStream {
+    checkName(name);
+    const id = checkProcessId(processId);
+    const stdoutFrom = offset(options.stdoutFrom ?? 0);
+    const stderrFrom = offset(options.stderrFrom ?? 0);
+    const reconnect = options.reconnect ?? true;
+    if (typeof reconnect !== "boolean") throw new TypeError("reconnect: expected a boolean");
+    const open: StreamOpener = (so, se, signal) => {
+      const q = new URLSearchParams({ stdoutFrom: String(so), stderrFrom: String(se) });
+      return this.#data(
+        name,
+        (ep) => ({
+          ...bareSpec("GET", `${ep}/processes/${id}/stream?${q.toString()}`),
+          signal,
+          untimedBody: true,
+          accept: `${STREAM_TYPE}, application/json`,
+        }),
+        readStream,
+      );
+    };
+    return new ProcessStream(open, { stdoutFrom, stderrFrom, signal: options.signal, reconnect, readStatus: toStatus });
+  }
+
+  /**
+   * One stream of a process (`stdout` by default) as a Node `Readable`, from
+   * offset `from`: `stream(...).toReadable(...)`.
+   */
+  readable(name: string, processId: string, options: ReadableOptions = {}): Readable {
+    const which = options.stream ?? "stdout";
+    if (which !== "stdout" && which !== "stderr") throw new TypeError(`readable: unknown stream ${String(which)}`);
+    const from = options.from ?? 0;
+    const s = this.stream(name, processId, {
+      ...(which === "stdout" ? { stdoutFrom: from } : { stderrFrom: from }),
+      signal: options.signal,
+    });
+    return s.toReadable(which);
+  }
+
+  /**
+   * Resizes the terminal of a process spawned with `pty` (its foreground
+   * group gets SIGWINCH). 409 `invalid_state` for a process without one, or
+   * one that has exited.
+   */
+  async resize(name: string, processId: string, cols: number, rows: number): Promise<void> {
+    const id = checkProcessId(processId);
+    const size = checkPty(cols, rows);
+    await this.#data(name, (ep) => jsonSpec("POST", `${ep}/processes/${id}/resize`, size), discard);
   }
 
   // ------------------------------------------------------------ files
@@ -358,32 +458,6 @@ export class SandboxClient {
   /** Longest server-side wait that still answers inside the request timeout. */
   #maxWaitMs(): number {
     return Math.max(0, this.#timeoutMs - 1000);
-  }
-
-  /** Stops a run's process (timeout or abort), collects what is left, reaps it. */
-  async #stopRun(name: string, run: RunState, timedOut: boolean): Promise<RunResult> {
-    const id = run.proc.processId;
-    try {
-      await this.signal(name, id, "KILL");
-    } catch (err) {
-      // Already exited or gone: nothing left to stop.
-      if (!(err instanceof SandboxRequestError)) throw err;
-    }
-    const until = Date.now() + RUN_DRAIN_MS;
-    try {
-      for (;;) {
-        const left = until - Date.now();
-        if (left <= 0) break;
-        const wait = Math.min(left, this.#maxWaitMs());
-        const chunk = await this.#poll(name, id, run.stdoutNext, run.stderrNext, wait);
-        const fresh = run.add(chunk, false);
-        if (chunk.state === "exited" && !fresh) break;
-      }
-    } catch (err) {
-      if (!(err instanceof SandboxRequestError)) throw err;
-    }
-    await this.#reap(name, id);
-    return run.result(timedOut, true);
   }
 
   /**
@@ -504,9 +578,13 @@ export class SandboxClient {
    * SandboxUnavailableError and is never retried.
    */
   async #call<T>(spec: RequestSpec, read: Reader<T>): Promise<T> {
-    const timeout = AbortSignal.timeout(this.#timeoutMs);
+    // A body that may outlast the timeout (a stream) is bounded by a timer
+    // stopped once the answer is read; any other by AbortSignal.timeout.
+    const timer = spec.untimedBody ? new AbortController() : undefined;
+    const stopTimer = timer ? armTimeout(timer, this.#timeoutMs) : () => {};
+    const timeout = timer ? timer.signal : AbortSignal.timeout(this.#timeoutMs);
     const signal = spec.signal ? AbortSignal.any([timeout, spec.signal]) : timeout;
-    const headers: Record<string, string> = { ...spec.headers, accept: "application/json" };
+    const headers: Record<string, string> = { ...spec.headers, accept: spec.accept ?? "application/json" };
     if (spec.contentType) headers["content-type"] = spec.contentType;
     const init: RequestInit = { method: spec.method, headers, signal, redirect: "manual" };
     if (spec.body !== undefined) init.body = spec.body;
@@ -519,65 +597,93 @@ export class SandboxClient {
       if (spec.signal?.aborted) throw spec.signal.reason;
       const why = timeout.aborted ? `no answer within ${this.#timeoutMs} ms` : describe(err);
       throw new SandboxUnavailableError(`${spec.method} ${redact(spec.url)}: ${why}`, err);
+    } finally {
+      stopTimer();
     }
   }
 }
 
-/** Output accumulated across a run's polls. */
+/** Output accumulated across a run's stream. */
 class RunState {
-  readonly proc: ProcessStatus;
-  readonly deadline: number;
-  readonly intervalMs: number;
+  readonly #proc: ProcessStatus;
+  readonly #stream: ProcessStream;
   readonly #onOutput: ((chunk: ProcessOutput) => void) | undefined;
-  #stdout: string[] = [];
-  #stderr: string[] = [];
+  // One streaming decoder per stream: a UTF-8 sequence split across frames
+  // decodes whole.
+  readonly #decoders = {
+    stdout: new TextDecoder("utf-8", { ignoreBOM: true }),
+    stderr: new TextDecoder("utf-8", { ignoreBOM: true }),
+  };
+  readonly #text: { stdout: string[]; stderr: string[] } = { stdout: [], stderr: [] };
+  /** Dropped bytes already handed to onOutput. */
   #stdoutDropped = 0;
   #stderrDropped = 0;
-  #last: ProcessOutput | undefined;
-  stdoutNext = 0;
-  stderrNext = 0;
+  #exit: StreamExit | undefined;
 
-  constructor(proc: ProcessStatus, options: RunOptions) {
-    this.proc = proc;
-    this.#onOutput = options.onOutput;
-    const i = options.intervalMs;
-    this.intervalMs = i !== undefined && Number.isFinite(i) && i >= 0 ? i : DEFAULT_INTERVAL_MS;
-    const t = options.timeoutMs;
-    this.deadline = t !== undefined && Number.isFinite(t) && t >= 0 ? Date.now() + t : Number.POSITIVE_INFINITY;
+  constructor(proc: ProcessStatus, stream: ProcessStream, onOutput: ((chunk: ProcessOutput) => void) | undefined) {
+    this.#proc = proc;
+    this.#stream = stream;
+    this.#onOutput = onOutput;
   }
 
-  /** Takes a chunk in; true when it moved the offsets (there may be more). */
-  add(chunk: ProcessOutput, notify: boolean): boolean {
-    this.#last = chunk;
-    if (chunk.stdout) this.#stdout.push(chunk.stdout);
-    if (chunk.stderr) this.#stderr.push(chunk.stderr);
-    this.#stdoutDropped += chunk.stdoutDropped;
-    this.#stderrDropped += chunk.stderrDropped;
-    const moved = chunk.stdoutNext > this.stdoutNext || chunk.stderrNext > this.stderrNext;
-    this.stdoutNext = Math.max(this.stdoutNext, chunk.stdoutNext);
-    this.stderrNext = Math.max(this.stderrNext, chunk.stderrNext);
-    if (notify && (chunk.stdout || chunk.stderr)) this.#onOutput?.(chunk);
-    return moved;
+  add(chunk: ProcessChunk): void {
+    const text = this.#decoders[chunk.stream].decode(chunk.data, { stream: true });
+    this.#keep(chunk.stream, text);
+  }
+
+  exited(exit: StreamExit): void {
+    this.#exit = exit;
   }
 
   result(timedOut: boolean, killed: boolean): RunResult {
-    const last: ProcessStatus = this.#last ?? this.proc;
-    const out: RunResult = {
-      processId: last.processId,
-      command: last.command,
-      state: last.state,
-      startedAt: last.startedAt,
-      stdout: this.#stdout.join(""),
-      stderr: this.#stderr.join(""),
-      stdoutNext: this.stdoutNext,
-      stderrNext: this.stderrNext,
-      stdoutDropped: this.#stdoutDropped,
-      stderrDropped: this.#stderrDropped,
+    // What a decoder still holds: an incomplete sequence at the very end.
+    this.#keep("stdout", this.#decoders.stdout.decode());
+    this.#keep("stderr", this.#decoders.stderr.decode());
+    return {
+      ...this.#status(),
+      stdout: this.#text.stdout.join(""),
+      stderr: this.#text.stderr.join(""),
+      stdoutNext: this.#stream.stdoutNext,
+      stderrNext: this.#stream.stderrNext,
+      stdoutDropped: this.#stream.start?.stdoutDropped ?? 0,
+      stderrDropped: this.#stream.start?.stderrDropped ?? 0,
       timedOut,
       killed,
     };
-    if (last.exitCode !== undefined) out.exitCode = last.exitCode;
-    if (last.exitedAt !== undefined) out.exitedAt = last.exitedAt;
+  }
+
+  #keep(stream: "stdout" | "stderr", text: string): void {
+    if (text === "") return;
+    this.#text[stream].push(text);
+    if (!this.#onOutput) return;
+    const start = this.#stream.start;
+    const stdoutDropped = (start?.stdoutDropped ?? 0) - this.#stdoutDropped;
+    const stderrDropped = (start?.stderrDropped ?? 0) - this.#stderrDropped;
+    this.#stdoutDropped += stdoutDropped;
+    this.#stderrDropped += stderrDropped;
+    this.#onOutput({
+      ...this.#status(),
+      stdout: stream === "stdout" ? text : "",
+      stderr: stream === "stderr" ? text : "",
+      stdoutNext: this.#stream.stdoutNext,
+      stderrNext: this.#stream.stderrNext,
+      stdoutDropped,
+      stderrDropped,
+    });
+  }
+
+  /** The latest status known: the exit's, else the latest start frame's, else the spawn's. */
+  #status(): ProcessStatus {
+    const s: ProcessStatus = this.#exit ?? this.#stream.start ?? this.#proc;
+    const out: ProcessStatus = {
+      processId: s.processId || this.#proc.processId,
+      command: [...s.command],
+      state: s.state,
+      startedAt: s.startedAt,
+    };
+    for (const k of ["exitCode", "exitedAt", "pty", "lossless"] as const) {
+      if (s[k] !== undefined) (out as unknown as Record<string, unknown>)[k] = s[k];
+    }
     return out;
   }
 }
@@ -626,6 +732,16 @@ function checkProcessId(id: string): string {
   return encodeURIComponent(id);
 }
 
+/** A terminal size, checked as the server checks it: integers 1 to 4096. */
+function checkPty(cols: unknown, rows: unknown): { cols: number; rows: number } {
+  for (const [what, v] of [["cols", cols], ["rows", rows]] as const) {
+    if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > PTY_MAX) {
+      throw new SandboxRequestError(400, "invalid_argument", `pty ${what} must be an integer from 1 to ${PTY_MAX}, not ${String(v)}`);
+    }
+  }
+  return { cols: cols as number, rows: rows as number };
+}
+
 function offset(n: number): number {
   if (!Number.isSafeInteger(n) || n < 0) {
     throw new SandboxRequestError(400, "invalid_argument", `invalid offset ${String(n)}`);
@@ -663,6 +779,16 @@ async function readJson(res: Response): Promise<unknown> {
   } catch {
     throw badResponse(`${res.status} answer is not JSON`);
   }
+}
+
+/** A stream's answer, kept for its body; anything but the frame media type is not the API's. */
+async function readStream(res: Response): Promise<Response> {
+  const type = (res.headers.get("content-type") ?? "").split(";")[0]?.trim().toLowerCase();
+  if (type !== STREAM_TYPE) {
+    await res.body?.cancel().catch(() => {});
+    throw badResponse(`a process stream answered with Content-Type ${type || "(none)"}`);
+  }
+  return res;
 }
 
 async function readBytes(res: Response): Promise<Uint8Array> {
@@ -712,20 +838,10 @@ function redact(url: string): string {
   return q < 0 ? url : url.slice(0, q);
 }
 
-/** Sleeps; false when the signal aborted first. */
-function sleep(ms: number, signal?: AbortSignal): Promise<boolean> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve(false);
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      resolve(false);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve(true);
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
+/** Aborts `controller` with a TimeoutError after ms; returns the function that stops the timer. */
+function armTimeout(controller: AbortController, ms: number): () => void {
+  const timer = setTimeout(() => controller.abort(new DOMException(`no answer within ${ms} ms`, "TimeoutError")), ms);
+  return () => clearTimeout(timer);
 }
 
 function parseGrep(text: string): GrepMatch[] {
@@ -826,6 +942,8 @@ function toStatus(body: unknown): ProcessStatus {
     status.timedOut = field(body, "timedOut") === true;
     status.truncated = field(body, "truncated") === true;
   }
+  if (field(body, "pty") === true) status.pty = true;
+  if (field(body, "lossless") === true) status.lossless = true;
   return status;
 }
 

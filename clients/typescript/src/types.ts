@@ -61,6 +61,26 @@ export interface SpawnRequest {
    * Without it the process reads `/dev/null`.
    */
   stdin?: boolean;
+  /**
+   * Beyond the documented client: hold the process's output for a reader
+   * from its first byte, so a `stream` (or `run`) gets all of it. The
+   * sandbox reads at most 256 KiB ahead of what a reader was sent; a
+   * lossless process nobody reads blocks once that much waits.
+   */
+  lossless?: boolean;
+  /**
+   * Beyond the documented client: run the process on a terminal of this
+   * size (each 1 to 4096). Its output (echo and control sequences included)
+   * comes on stdout, stderr stays empty, and stdin is always open and raw
+   * (`stdin` is implied). Resize it with `SandboxClient.resize`.
+   */
+  pty?: PtySize;
+}
+
+/** A terminal's size, in character cells. */
+export interface PtySize {
+  cols: number;
+  rows: number;
 }
 
 export interface ProcessStatus {
@@ -82,6 +102,10 @@ export interface ProcessStatus {
   timedOut?: boolean;
   /** On an exec's record: output was cut at 1 MiB. */
   truncated?: boolean;
+  /** Beyond the documented client: `true` when spawned with `pty`; absent otherwise. */
+  pty?: true;
+  /** Beyond the documented client: `true` when spawned with `lossless`; absent otherwise. */
+  lossless?: true;
 }
 
 export interface ProcessOutput extends ProcessStatus {
@@ -111,9 +135,16 @@ export interface PollOptions {
 }
 
 export interface RunOptions {
-  /** Minimum gap between two polls when a poll brought nothing new. Default 500. */
+  /**
+   * Accepted for compatibility and no longer used: `run` reads the process's
+   * output as a stream, as it is written, rather than polling.
+   */
   intervalMs?: number;
-  /** Called with each polled chunk that carries output. */
+  /**
+   * Called with each piece of output as it arrives (one per frame of the
+   * stream that decodes to some text): `stdout` or `stderr` holds it, the
+   * offsets are those after it.
+   */
   onOutput?: (chunk: ProcessOutput) => void;
   /** Kill the process once this long has passed. Default: none. */
   timeoutMs?: number;
@@ -123,8 +154,9 @@ export interface RunOptions {
 
 /**
  * The final `ProcessOutput` of a `run`, where `stdout` and `stderr` hold the
- * whole output read across every poll, `stdoutNext`/`stderrNext` the final
- * offsets and `stdoutDropped`/`stderrDropped` the bytes lost in total.
+ * whole output, `stdoutNext`/`stderrNext` the final offsets and
+ * `stdoutDropped`/`stderrDropped` the bytes lost in total (0: a run's
+ * process is spawned `lossless` and read as a stream).
  */
 export interface RunResult extends ProcessOutput {
   /** `timeoutMs` elapsed. */
@@ -201,4 +233,56 @@ export interface CombinedResult {
   output: string;
   exitCode: number;
   truncated: boolean;
+}
+
+/** One piece of a process's output, as `ProcessStream` yields it. */
+export interface ProcessChunk {
+  stream: "stdout" | "stderr";
+  /** The stream offset of `data`'s first byte. */
+  offset: number;
+  /** The process's own bytes: a UTF-8 sequence may be split across chunks. */
+  data: Uint8Array;
+}
+
+/** Options of `SandboxClient.stream`. */
+export interface StreamOptions {
+  /** Where stdout starts. Default 0. */
+  stdoutFrom?: number;
+  /** Where stderr starts. Default 0. */
+  stderrFrom?: number;
+  /** Ends the stream: the iterator throws the signal's reason. */
+  signal?: AbortSignal;
+  /**
+   * Reconnect from the next offsets when a connection breaks, ends without
+   * the exit, or is silent for 45 s (reading is idempotent). Default true.
+   */
+  reconnect?: boolean;
+}
+
+/** Options of `SandboxClient.readable`. */
+export interface ReadableOptions {
+  /** Which stream's bytes. Default `stdout`. */
+  stream?: "stdout" | "stderr";
+  /** The offset to start that stream at. Default 0. */
+  from?: number;
+  /** Ends the stream: the Readable is destroyed with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/**
+ * A stream's `start` frame: the process's status when the connection began,
+ * the offsets it began at, and the bytes asked for that the sandbox no
+ * longer held (as `ProcessStream.start`: totals over every connection).
+ */
+export interface StreamStart extends ProcessStatus {
+  stdoutFrom: number;
+  stderrFrom: number;
+  stdoutDropped: number;
+  stderrDropped: number;
+}
+
+/** A stream's `exit` frame: the exited status and the offsets after the last byte. */
+export interface StreamExit extends ProcessStatus {
+  stdoutNext: number;
+  stderrNext: number;
 }

@@ -38,11 +38,14 @@ const ANSWERS = [
   { sdk: "ProcessStatus", wire: 'W["ProcessStatus"]', exact: true },
   { sdk: "ProcessOutput", wire: 'W["ProcessOutput"]', exact: true },
   { sdk: "DirEntry", wire: 'W["DirEntry"]', exact: true },
+  { sdk: "StreamStart", wire: 'W["StreamStart"]', exact: true },
+  { sdk: "StreamExit", wire: 'W["StreamExit"]', exact: true },
 ];
 // Requests: the SDK's type must fit the wire's.
 const REQUESTS = [
   { sdk: "ExecRequest", wire: 'W["ExecRequest"]' },
   { sdk: "SpawnRequest", wire: 'W["SpawnRequest"]' },
+  { sdk: "PtySize", wire: 'W["TerminalSize"]' },
   { sdk: "PollOptions", wire: 'NonNullable<operations["pollProcess"]["parameters"]["query"]>' },
 ];
 // Single values: one way (requests) or both (exact).

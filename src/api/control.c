@@ -13,9 +13,10 @@ static json_t *record_json(const struct mgr_record *r)
         char created[32], active[32];
         format_rfc3339(r->created_at, created);
         format_rfc3339(r->last_active_at, active);
-        json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "name", r->name, "class",
-                              r->sandbox_class, "state", sbx_state_name(r->state), "createdAt",
-                              created, "lastActiveAt", active, "network", r->network);
+        json_t *j =
+            json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "name", r->name, "class", r->sandbox_class,
+                      "state", sbx_state_name(r->state), "createdAt", created, "lastActiveAt",
+                      active, "network", r->network, "image", r->image);
         if (j && r->ceiling_at) {
                 char ceil[32];
                 format_rfc3339(r->ceiling_at, ceil);
@@ -42,8 +43,8 @@ static bool optional_string(json_t *body, const char *key, const char **ret, con
 
 /* The attach body, optional: {"class"?, "network"?}. False with resp set
  * when it is malformed; *ret_body is to be json_decref'd either way. */
-static bool attach_body(struct api_req *req, json_t **ret_body, const char **cls,
-                        const char **network, struct api_resp *resp)
+static bool attach_body(struct api_req *req, json_t **ret_body, struct mgr_attach_opts *o,
+                        struct api_resp *resp)
 {
         *ret_body = NULL;
         if (!req->body.len)
@@ -55,8 +56,11 @@ static bool attach_body(struct api_req *req, json_t **ret_body, const char **cls
                 api_error(resp, 400, "invalid_argument", "body: expected a JSON object");
                 return false;
         }
-        return optional_string(body, "class", cls, "class: expected a string", resp) &&
-               optional_string(body, "network", network, "network: \"nat\" or \"none\"", resp);
+        return optional_string(body, "class", &o->sandbox_class, "class: expected a string",
+                               resp) &&
+               optional_string(body, "network", &o->network, "network: \"nat\" or \"none\"",
+                               resp) &&
+               optional_string(body, "image", &o->image, "image: expected an image name", resp);
 }
 
 /* The handle of an attached sandbox: its record, endpoint and a fresh
@@ -78,25 +82,25 @@ void control_handle_answer(struct api_call *c, const char *deployment, const cha
         char expires[32];
         format_rfc3339(exp, expires);
         api_json(resp, 200,
-                 json_pack("{s:s,s:s,s:s,s:o,s:{s:o},s:s,s:s}", "name", rec->name, "class",
+                 json_pack("{s:s,s:s,s:s,s:o,s:{s:o},s:s,s:s,s:s}", "name", rec->name, "class",
                            rec->sandbox_class, "state", sbx_state_name(rec->state), "endpoint",
                            json_sprintf("%s/v1/sandboxes/%s", a->cfg.url, name), "headers",
                            "Authorization", json_sprintf("Bearer %s", cred), "expiresAt", expires,
-                           "network", rec->network));
+                           "network", rec->network, "image", rec->image));
 }
 
 void control_attach(struct api_call *c, struct api_resp *resp)
 {
-        const char *cls = NULL, *network = NULL; /* NULL: the default class */
+        struct mgr_attach_opts o = {0}; /* NULL: the defaults */
         json_t *body = NULL;
-        if (!attach_body(c->req, &body, &cls, &network, resp)) {
+        if (!attach_body(c->req, &body, &o, resp)) {
                 json_decref(body);
                 return;
         }
         struct sbx_error err = {0};
         struct mgr_record rec;
         uint64_t id = 0;
-        int r = mgr_attach(c->a->mgr, &c->caller, c->name, cls, network, &id, &rec, &err);
+        int r = mgr_attach(c->a->mgr, &c->caller, c->name, &o, &id, &rec, &err);
         json_decref(body);
         if (r < 0) {
                 if (r == -EHOSTDOWN)

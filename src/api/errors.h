@@ -45,6 +45,7 @@
         X(CONTROL, EPERM, 409, "not_enabled", NULL)                                                \
         X(CONTROL, EBUSY, 409, "invalid_state", NULL)                                              \
         X(CONTROL, ENOTSUP, 409, "unsupported_class", NULL)                                        \
+        X(CONTROL, ENOPKG, 404, "image_not_found", NULL)                                           \
         X(CONTROL, E2BIG, 413, "too_large", NULL)                                                  \
         X(CONTROL, EHOSTDOWN, 502, "bring_up_failed", NULL)                                        \
         X(CONTROL, EAGAIN, 503, "unavailable", NULL)                                               \

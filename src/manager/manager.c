@@ -222,6 +222,8 @@ struct attach {
         bool class_named;    /* the caller named cls */
         const char *network; /* as named, or NULL */
         const char *net;     /* what a new sandbox gets */
+        const char *image;   /* as named, or NULL */
+        const char *img;     /* what a new sandbox gets */
         int64_t account_limit;
         /* A fork (mgr_fork): the sandbox it is made from, whose class,
          * driver, image and network it gets, and the copy of its
@@ -229,6 +231,19 @@ struct attach {
         const struct sandbox *fork_of;
         const char *fork_dir;
 };
+
+/* A named image must be a complete one of the images dir. */
+static int image_check(struct manager *m, const char *image, struct sbx_error *err)
+{
+        char p[PATH_MAX];
+        if (!image_name_is_valid(image))
+                return sbx_error_say(err, EINVAL, "image: not a valid image name"), -EINVAL;
+        if (rt_image_rootfs(m->images_dir, image, p, sizeof(p)) < 0)
+                return sbx_error_say(err, ENOPKG, "there is no image '%s' (sandboxd image list)",
+                                     image),
+                       -ENOPKG;
+        return 0;
+}
 
 static int attach_check(struct manager *m, const char *cls, const char *network, struct attach *a,
                         struct sbx_error *err)
@@ -247,6 +262,12 @@ static int attach_check(struct manager *m, const char *cls, const char *network,
                 return sbx_error_say(err, EINVAL, "this server offers no nat network"), -EINVAL;
         a->network = network;
         a->net = network ? network : default_network(m);
+        a->img = a->image ? a->image : class_image(m, a->cls);
+        if (a->image) {
+                int r = image_check(m, a->image, err);
+                if (r < 0)
+                        return r;
+        }
         struct store_account acct = {0};
         a->account_limit =
             store_account_get(m->store, a->c->account, &acct, NULL) > 0 ? acct.limit : 0;
@@ -281,7 +302,7 @@ static int new_entry_locked(struct manager *m, const struct attach *a, struct sa
         snprintf(rec.account, sizeof(rec.account), "%s", a->c->account);
         snprintf(rec.name, sizeof(rec.name), "%s", a->name);
         snprintf(rec.sandbox_class, sizeof(rec.sandbox_class), "%s", a->cls->name);
-        snprintf(rec.image, sizeof(rec.image), "%s", class_image(m, a->cls));
+        snprintf(rec.image, sizeof(rec.image), "%s", a->img);
         snprintf(rec.driver, sizeof(rec.driver), "%s", class_driver(m, a->cls));
         if (a->fork_of) {
                 snprintf(rec.image, sizeof(rec.image), "%s", a->fork_of->rec.image);
@@ -316,7 +337,9 @@ static int create_entry_locked(struct manager *m, const struct attach *a, struct
                 r = check_caps_locked(m, a, err);
         if (r < 0)
                 return r;
-        struct sandbox *sb = a->fork_of ? NULL : pool_take_locked(m, a->c, a->name, a->cls, a->net);
+        /* The pool's sandboxes are of the default image. */
+        bool poolable = !a->fork_of && !strcmp(a->img, m->cfg.default_image);
+        struct sandbox *sb = poolable ? pool_take_locked(m, a->c, a->name, a->cls, a->net) : NULL;
         if (!sb && (r = new_entry_locked(m, a, &sb, err)) < 0)
                 return r;
         table_insert_locked(m, sb);
@@ -360,6 +383,9 @@ static int attach_matches(struct manager *m, struct sandbox *sb, const struct at
         if (a->class_named && strcmp(a->cls->name, sb->rec.sandbox_class))
                 return sbx_error_say(err, EBUSY, "sandbox '%s' exists with class %s", a->name,
                                      sb->rec.sandbox_class);
+        if (a->image && strcmp(a->image, sb->rec.image))
+                return sbx_error_say(err, EBUSY, "sandbox '%s' exists with image %s", a->name,
+                                     sb->rec.image);
         return 0;
 }
 
@@ -409,11 +435,11 @@ static int attach_run(struct manager *m, struct attach *a, uint64_t *ret_id, str
                       struct sbx_error *err);
 
 int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
-               const char *sandbox_class, const char *network, uint64_t *ret_id,
-               struct mgr_record *ret, struct sbx_error *err)
+               const struct mgr_attach_opts *o, uint64_t *ret_id, struct mgr_record *ret,
+               struct sbx_error *err)
 {
-        struct attach a = {.c = c, .name = name};
-        int r = attach_check(m, sandbox_class, network, &a, err);
+        struct attach a = {.c = c, .name = name, .image = o ? o->image : NULL};
+        int r = attach_check(m, o ? o->sandbox_class : NULL, o ? o->network : NULL, &a, err);
         if (r < 0)
                 return r;
         return attach_run(m, &a, ret_id, ret, err);

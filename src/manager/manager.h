@@ -112,6 +112,7 @@ struct mgr_config {
 struct mgr_record {
         char name[SBX_NAME_MAX + 1];
         char sandbox_class[SBX_NAME_MAX + 1];
+        char image[65];  /* what it was created from */
         char network[8]; /* "nat" or "none" */
         enum sbx_state state;
         int64_t created_at;
@@ -141,9 +142,18 @@ void mgr_stop_pool(struct manager *m);
  * daemon's default). Both are chosen at creation: naming another one for
  * an existing sandbox is -EBUSY.
  * ret_id: the incarnation id the data-plane credential is bound to. */
+/* What an attach names; NULL members name nothing. A member named for an
+ * existing sandbox must be what it has (-EBUSY); for a new one it is what
+ * it gets: the class, the network, the image (-ENOPKG when there is no
+ * such image). */
+struct mgr_attach_opts {
+        const char *sandbox_class;
+        const char *network;
+        const char *image;
+};
 int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
-               const char *sandbox_class, const char *network, uint64_t *ret_id,
-               struct mgr_record *ret, struct sbx_error *err);
+               const struct mgr_attach_opts *o, uint64_t *ret_id, struct mgr_record *ret,
+               struct sbx_error *err);
 int mgr_get(struct manager *m, const struct mgr_caller *c, const char *name, struct mgr_record *ret,
             struct sbx_error *err);
 int mgr_list(struct manager *m, const struct mgr_caller *c, struct mgr_record **ret, size_t *ret_n,

@@ -143,6 +143,7 @@ void sandbox_to_record(struct manager *m, struct sandbox *sb, struct mgr_record 
         memset(r, 0, sizeof(*r));
         snprintf(r->name, sizeof(r->name), "%s", sb->rec.name);
         snprintf(r->sandbox_class, sizeof(r->sandbox_class), "%s", sb->rec.sandbox_class);
+        snprintf(r->image, sizeof(r->image), "%s", sb->rec.image);
         snprintf(r->network, sizeof(r->network), "%s", network_of(m, sb));
         r->state = sb->rec.state;
         r->created_at = sb->rec.created_at;

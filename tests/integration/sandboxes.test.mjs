@@ -52,6 +52,37 @@ test("attach returns a handle as the API describes", async () => {
   assert.ok(l.body.sandboxes.some((s) => s.name === "handle-shape"));
 });
 
+test("attach may name the image of a new sandbox; the handle, get and list say which", async () => {
+  const h = await c.attach("img-default");
+  assert.equal(h.image, "tiny"); // the daemon's default image
+  const none = await c.control("POST", "/v1/sandboxes/img-none/attach", { image: "no-such-image" });
+  assert.equal(none.status, 404);
+  assert.equal(none.body.error.code, "image_not_found");
+  assert.equal((await c.control("GET", "/v1/sandboxes/img-none")).status, 404); // nothing made
+  for (const bad of ["../tiny", "Tiny", "", 7]) {
+    const r = await c.control("POST", "/v1/sandboxes/img-bad/attach", { image: bad });
+    assert.equal(r.status, 400, JSON.stringify(bad));
+  }
+  if (!HAVE_DEBIAN) return;
+  const r = await c.control("POST", "/v1/sandboxes/img-debian/attach", { image: "debian" });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.equal(r.body.image, "debian");
+  c.handles.set("img-debian", r.body);
+  const v = await c.sh("img-debian", "cat /etc/debian_version; test -x /usr/bin/python3 && echo py");
+  assert.match(v.stdout, /^\d+\.\d+\npy\n$/);
+  assert.equal((await c.control("GET", "/v1/sandboxes/img-debian")).body.image, "debian");
+  const l = await c.control("GET", "/v1/sandboxes");
+  assert.equal(l.body.sandboxes.find((s) => s.name === "img-debian").image, "debian");
+  assert.equal(l.body.sandboxes.find((s) => s.name === "img-default").image, "tiny");
+  // The same image, or none: the same sandbox; another: 409.
+  assert.equal((await c.control("POST", "/v1/sandboxes/img-debian/attach", { image: "debian" })).status, 200);
+  assert.equal((await c.control("POST", "/v1/sandboxes/img-debian/attach", {})).body.image, "debian");
+  const other = await c.control("POST", "/v1/sandboxes/img-debian/attach", { image: "tiny" });
+  assert.equal(other.status, 409);
+  assert.equal(other.body.error.code, "invalid_state");
+  assert.match(other.body.error.message, /image debian/);
+});
+
 test("two sandboxes see neither each other's files nor processes", async () => {
   await c.sh("iso-a", "echo secret > /workspace/only-a; sleep 300 >/dev/null 2>&1 &");
   const b = await c.sh("iso-b", "ls /workspace; ls /proc | grep -c '^[0-9]'; ps -o pid,args");

@@ -176,7 +176,8 @@ static uint64_t attach_ok(struct fixture *f, const struct mgr_caller *c, const c
         struct sbx_error err = {0};
         struct mgr_record rec;
         uint64_t id = 0;
-        int r = mgr_attach(f->m, c, name, cls, NULL, &id, &rec, &err);
+        int r = mgr_attach(f->m, c, name, &(struct mgr_attach_opts){.sandbox_class = cls}, &id,
+                           &rec, &err);
         if (r < 0)
                 fail_msg("attach %s: %d %s", name, r, err.msg);
         assert_int_equal(rec.state, SBX_RUNNING);
@@ -302,7 +303,7 @@ static void *race_attach(void *arg)
         struct mgr_record rec;
         uint64_t id;
         pthread_barrier_wait(a->go);
-        a->r = mgr_attach(a->f->m, &a->c, a->name, NULL, NULL, &id, &rec, &err);
+        a->r = mgr_attach(a->f->m, &a->c, a->name, NULL, &id, &rec, &err);
         return NULL;
 }
 
@@ -360,7 +361,7 @@ static void *do_attach(void *arg)
 {
         struct call *c = arg;
         struct mgr_record rec;
-        c->r = mgr_attach(c->f->m, &alice, c->name, NULL, NULL, &c->id, &rec, &c->err);
+        c->r = mgr_attach(c->f->m, &alice, c->name, NULL, &c->id, &rec, &c->err);
         return NULL;
 }
 
@@ -624,7 +625,10 @@ static void test_pool_not_for_another_driver(void **state)
         /* Nor to an attach that asks for another network than the pool's. */
         struct mgr_record rec;
         uint64_t other;
-        assert_int_equal(mgr_attach(f->m, &alice, "x", "gv", "none", &other, &rec, NULL), 0);
+        assert_int_equal(mgr_attach(f->m, &alice, "x",
+                                    &(struct mgr_attach_opts){"gv", "none", NULL}, &other, &rec,
+                                    NULL),
+                         0);
         assert_int_equal(FAKE_COUNT(fake_b, renames), 0);
         attach_ok(f, &alice, "g", "gv");
         assert_int_equal(FAKE_COUNT(fake_b, renames), 1);
@@ -753,9 +757,15 @@ static void test_class_selects_driver(void **state)
         /* An unknown class, and another class for an existing sandbox. */
         struct sbx_error err = {0};
         uint64_t id;
-        assert_int_equal(mgr_attach(f->m, &alice, "c", "gpu", NULL, &id, &rec, &err), -ENOTSUP);
+        assert_int_equal(mgr_attach(f->m, &alice, "c",
+                                    &(struct mgr_attach_opts){.sandbox_class = "gpu"}, &id, &rec,
+                                    &err),
+                         -ENOTSUP);
         assert_string_equal(err.msg, "sandbox class 'gpu' is not offered");
-        assert_int_equal(mgr_attach(f->m, &alice, "b", "default", NULL, &id, &rec, &err), -EBUSY);
+        assert_int_equal(mgr_attach(f->m, &alice, "b",
+                                    &(struct mgr_attach_opts){.sandbox_class = "default"}, &id,
+                                    &rec, &err),
+                         -EBUSY);
         /* Without a class, an existing sandbox keeps its own. */
         attach_ok(f, &alice, "b", NULL);
         assert_int_equal(FAKE_COUNT(fake_b, thaws), 1);
@@ -777,7 +787,7 @@ static void test_class_withdrawn(void **state)
         struct sbx_error err = {0};
         struct mgr_record rec;
         uint64_t id;
-        assert_int_equal(mgr_attach(f->m, &alice, "b", NULL, NULL, &id, &rec, &err), -ENOTSUP);
+        assert_int_equal(mgr_attach(f->m, &alice, "b", NULL, &id, &rec, &err), -ENOTSUP);
         assert_string_equal(err.msg, "sandbox class 'other' is not offered");
         assert_int_equal(FAKE_COUNT(fake_a, starts), 0);
         assert_int_equal(mgr_delete(f->m, &alice, "b", NULL), 0);
@@ -906,10 +916,16 @@ static void test_class_unavailable(void **state)
         struct sbx_error err = {0};
         struct mgr_record rec;
         uint64_t id;
-        assert_int_equal(mgr_attach(f->m, &alice, "g", "gv", NULL, &id, &rec, &err), -ENOTSUP);
+        assert_int_equal(mgr_attach(f->m, &alice, "g",
+                                    &(struct mgr_attach_opts){.sandbox_class = "gv"}, &id, &rec,
+                                    &err),
+                         -ENOTSUP);
         assert_string_equal(err.msg,
                             "sandbox class 'gv' is not available on this host: runsc not found");
-        assert_int_equal(mgr_attach(f->m, &alice, "u", "gpu", NULL, &id, &rec, &err), -ENOTSUP);
+        assert_int_equal(mgr_attach(f->m, &alice, "u",
+                                    &(struct mgr_attach_opts){.sandbox_class = "gpu"}, &id, &rec,
+                                    &err),
+                         -ENOTSUP);
         assert_string_equal(err.msg, "sandbox class 'gpu' is not offered");
         assert_int_equal(store_rows(f), 0);
         assert_int_equal(state_of(f, "g"), -ENOENT);
@@ -941,9 +957,12 @@ static void test_driver_gone(void **state)
         uint64_t got;
         static const char why[] = "sandbox 'g' was created under the fake-b driver, which is "
                                   "not available on this host: runsc not found";
-        assert_int_equal(mgr_attach(f->m, &alice, "g", NULL, NULL, &got, &rec, &err), -ENOTSUP);
+        assert_int_equal(mgr_attach(f->m, &alice, "g", NULL, &got, &rec, &err), -ENOTSUP);
         assert_string_equal(err.msg, why);
-        assert_int_equal(mgr_attach(f->m, &alice, "g", "gv", NULL, &got, &rec, &err), -ENOTSUP);
+        assert_int_equal(mgr_attach(f->m, &alice, "g",
+                                    &(struct mgr_attach_opts){.sandbox_class = "gv"}, &got, &rec,
+                                    &err),
+                         -ENOTSUP);
         struct sandbox *sb;
         assert_int_equal(mgr_enter(f->m, "dep", "g", id, &sb, &err), -ENOTSUP);
         assert_string_equal(err.msg, why);
@@ -1008,6 +1027,44 @@ static void test_timers_not_held_by_a_start(void **state)
         assert_true(wait_state(f, "slow", SBX_SUSPENDED));
 }
 
+/* An attach may name the image of a sandbox it creates: the record keeps
+ * it, the pool (of the default image) is not used for it, an unknown one
+ * is -ENOPKG, and an existing sandbox of another image is -EBUSY. */
+static void test_attach_image(void **state)
+{
+        struct fixture *f = *state;
+        f->cfg.pools = one_warm;
+        f->cfg.n_pools = 1;
+        assert_int_equal(make_image(f->images, "py"), 0);
+        open_manager(f);
+        assert_true(wait_pool(f, 1));
+        struct mgr_record rec;
+        struct sbx_error err = {0};
+        uint64_t id;
+        struct mgr_attach_opts py = {.image = "py"};
+        assert_int_equal(mgr_attach(f->m, &alice, "a", &py, &id, &rec, &err), 0);
+        assert_string_equal(rec.image, "py");
+        assert_int_equal(FAKE_COUNT(fake_a, renames), 0); /* not the pool's */
+        assert_int_equal(pool_ready(f), 1);
+        assert_int_equal(mgr_get(f->m, &alice, "a", &rec, NULL), 0);
+        assert_string_equal(rec.image, "py");
+        /* Again by its image, and without naming one: the same sandbox. */
+        assert_int_equal(mgr_attach(f->m, &alice, "a", &py, &id, &rec, &err), 0);
+        assert_int_equal(mgr_attach(f->m, &alice, "a", NULL, &id, &rec, &err), 0);
+        struct mgr_attach_opts tiny = {.image = "tiny"};
+        assert_int_equal(mgr_attach(f->m, &alice, "a", &tiny, &id, &rec, &err), -EBUSY);
+        assert_non_null(strstr(err.msg, "image py"));
+        struct mgr_attach_opts none = {.image = "nope"};
+        assert_int_equal(mgr_attach(f->m, &alice, "b", &none, &id, &rec, &err), -ENOPKG);
+        assert_int_equal(state_of(f, "b"), -ENOENT);
+        struct mgr_attach_opts bad = {.image = "../x"};
+        assert_int_equal(mgr_attach(f->m, &alice, "b", &bad, &id, &rec, &err), -EINVAL);
+        /* The default image, named: the pool's sandbox. */
+        assert_int_equal(mgr_attach(f->m, &alice, "c", &tiny, &id, &rec, &err), 0);
+        assert_int_equal(FAKE_COUNT(fake_a, renames), 1);
+        assert_string_equal(rec.image, "tiny");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1023,6 +1080,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_pool_empty, setup, teardown),
             cmocka_unit_test_setup_teardown(test_pool_per_driver, setup, teardown),
             cmocka_unit_test_setup_teardown(test_pool_not_for_another_driver, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_attach_image, setup, teardown),
             cmocka_unit_test_setup_teardown(test_pool_config, setup, teardown),
             cmocka_unit_test_setup_teardown(test_restart_reconciliation, setup, teardown),
             cmocka_unit_test_setup_teardown(test_class_selects_driver, setup, teardown),

@@ -79,6 +79,8 @@ interface CachedHandle {
   sandboxClass: string;
   /** The network it has: a re-attach (after a reclaim or delete) asks for it again. */
   network?: Network;
+  /** Its image, asked for again the same way. */
+  image?: string;
   /** Date.now() after which the handle is refreshed before use. */
   refreshAt: number;
 }
@@ -118,7 +120,7 @@ export class SandboxClient {
   /** Creates the sandbox on first call, reuses a running one, resumes a suspended one. */
   async attach(name: string, sandboxClass?: string, options?: AttachOptions): Promise<SandboxHandle> {
     checkName(name);
-    const entry = await this.#attachNow(name, sandboxClass ?? "default", options?.network);
+    const entry = await this.#attachNow(name, sandboxClass ?? "default", options?.network, options?.image);
     return copyHandle(entry.handle);
   }
 
@@ -509,7 +511,7 @@ export class SandboxClient {
     let pending = this.#attaching.get(name);
     if (!pending) {
       const was = cur ?? failed;
-      pending = this.#attachNow(name, was?.sandboxClass ?? "default", was?.network).finally(() => {
+      pending = this.#attachNow(name, was?.sandboxClass ?? "default", was?.network, was?.image).finally(() => {
         if (this.#attaching.get(name) === pending) this.#attaching.delete(name);
       });
       this.#attaching.set(name, pending);
@@ -517,12 +519,15 @@ export class SandboxClient {
     return pending;
   }
 
-  async #attachNow(name: string, sandboxClass: string, network?: Network): Promise<CachedHandle> {
+  async #attachNow(name: string, sandboxClass: string, network?: Network, image?: string): Promise<CachedHandle> {
     const generation = this.#generation.get(name) ?? 0;
+    const request: Record<string, string> = { class: sandboxClass };
+    if (network) request.network = network;
+    if (image !== undefined) request.image = image;
     const [body, received, serverNow] = await this.#control(
       "POST",
       `/v1/sandboxes/${encodeURIComponent(name)}/attach`,
-      network ? { class: sandboxClass, network } : { class: sandboxClass },
+      request,
       async (res) => [await readJson(res), Date.now(), Date.parse(res.headers.get("date") ?? "")] as const,
     );
     const handle = toHandle(body);
@@ -537,6 +542,7 @@ export class SandboxClient {
       handle,
       sandboxClass,
       network: handle.network ?? network,
+      image: handle.image ?? image,
       refreshAt: received + lifetime - margin,
     };
     if ((this.#generation.get(name) ?? 0) === generation) this.#handles.set(name, entry);
@@ -888,7 +894,13 @@ function toHandle(body: unknown): SandboxHandle {
     headers: clean,
     expiresAt: str(field(body, "expiresAt")),
     ...networkOf(body),
+    ...imageOf(body),
   };
+}
+
+function imageOf(body: unknown): { image?: string } {
+  const i = field(body, "image");
+  return typeof i === "string" && i !== "" ? { image: i } : {};
 }
 
 function networkOf(body: unknown): { network?: Network } {
@@ -910,7 +922,7 @@ function toRecord(body: unknown): SandboxRecord {
   };
   const ceiling = field(body, "ceilingAt");
   if (typeof ceiling === "string") rec.ceilingAt = ceiling;
-  return { ...rec, ...networkOf(body) };
+  return { ...rec, ...networkOf(body), ...imageOf(body) };
 }
 
 function toExecResult(body: unknown): ExecResult {

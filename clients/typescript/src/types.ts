@@ -29,6 +29,8 @@ export interface SandboxHandle {
   expiresAt: string;
   /** Beyond the documented client: `nat` or `none`, chosen at creation. */
   network?: Network;
+  /** Beyond the documented client: the image it was created from. */
+  image?: string;
 }
 
 export interface ExecRequest {
@@ -191,6 +193,8 @@ export interface SandboxRecord {
   ceilingAt?: string;
   /** Beyond the documented client: `nat` or `none`. */
   network?: Network;
+  /** Beyond the documented client: the image it was created from. */
+  image?: string;
 }
 
 /** A sandbox's network (beyond the documented client): `nat` reaches the
@@ -220,6 +224,11 @@ export interface AttachOptions {
   /** The network of a sandbox this attach creates; the server's default
    * when absent. Naming another one for an existing sandbox is a 409. */
   network?: Network;
+  /** The image a sandbox this attach creates starts from (`sandboxd image
+   * list` on the server); the server's default when absent. An image the
+   * server lacks is a 404 `image_not_found`; naming another one for an
+   * existing sandbox is a 409. */
+  image?: string;
 }
 
 /** Options of `SandboxClient.stdin`. */

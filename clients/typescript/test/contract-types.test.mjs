@@ -54,6 +54,7 @@ const VALUES = [
   { name: "Network", sdk: "sdk.Network", wire: 'W["Network"]', exact: true },
   { name: "SignalRequest", sdk: "sdk.Signal", wire: 'NonNullable<W["SignalRequest"]["signal"]>' },
   { name: "AttachNetwork", sdk: 'NonNullable<sdk.AttachOptions["network"]>', wire: 'NonNullable<W["AttachRequest"]["network"]>' },
+  { name: "AttachImage", sdk: 'NonNullable<sdk.AttachOptions["image"]>', wire: 'NonNullable<W["AttachRequest"]["image"]>' },
 ];
 
 /**

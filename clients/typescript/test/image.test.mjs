@@ -1,0 +1,60 @@
+// attach with `image`: a new sandbox starts from the image named, the handle
+// and the record say which, an unknown image is a typed 404, another image
+// than an existing sandbox's a 409, and a re-attach after the sandbox went
+// away asks for the same image again.
+
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { SandboxClient, SandboxRequestError } from "@sandboxd/client";
+import { countingFetch, skipReason, startDaemon, uniqueName } from "./harness.mjs";
+
+describe("attach with an image", { skip: skipReason("tiny") ?? skipReason("debian") }, () => {
+  let daemon;
+  let token;
+
+  before(async () => {
+    daemon = await startDaemon({ image: "tiny", args: ["--pool-size", "0"] });
+    token = await daemon.token();
+  });
+  after(async () => {
+    await daemon?.stop();
+  });
+
+  it("starts a new sandbox from the image named, and keeps it across a re-attach", async () => {
+    const { fetch, counts } = countingFetch();
+    const live = new SandboxClient({ identityToken: token, fetchImpl: fetch });
+    const other = new SandboxClient({ identityToken: token });
+    const name = uniqueName("img");
+    const h = await live.attach(name, undefined, { image: "debian" });
+    assert.equal(h.image, "debian");
+    const r = await live.exec(name, { command: ["cat", "/etc/debian_version"] });
+    assert.match(r.stdout, /^\d+\.\d+\n$/);
+    assert.equal((await other.get(name)).image, "debian");
+    assert.ok((await other.list()).some((s) => s.name === name && s.image === "debian"));
+    await assert.rejects(live.attach(name, undefined, { image: "tiny" }), (e) => {
+      assert.ok(e instanceof SandboxRequestError);
+      assert.equal(e.status, 409);
+      assert.equal(e.code, "invalid_state");
+      return true;
+    });
+    // Deleted under a live client: it comes back from the same image.
+    await other.delete(name);
+    const again = await live.exec(name, { command: ["cat", "/etc/debian_version"] });
+    assert.equal(again.exitCode, 0);
+    assert.ok(counts.attach >= 2, "the client attached again");
+    assert.equal((await other.get(name)).image, "debian");
+    await live.delete(name);
+  });
+
+  it("an image the server does not have is a 404 image_not_found", async () => {
+    const client = new SandboxClient({ identityToken: token });
+    const name = uniqueName("img");
+    await assert.rejects(client.attach(name, undefined, { image: "no-such-image" }), (e) => {
+      assert.ok(e instanceof SandboxRequestError);
+      assert.equal(e.status, 404);
+      assert.equal(e.code, "image_not_found");
+      return true;
+    });
+    await assert.rejects(client.get(name), (e) => e instanceof SandboxRequestError && e.status === 404);
+  });
+});

@@ -132,7 +132,7 @@ before(async () => {
 after(() => new Promise((r) => fake.close(r)));
 
 const T = "2026-01-01T00:00:00.000Z";
-const record = { name: "x", class: "default", state: "running", createdAt: T, lastActiveAt: T, ceilingAt: T, network: "nat" };
+const record = { name: "x", class: "default", state: "running", createdAt: T, lastActiveAt: T, ceilingAt: T, network: "nat", image: "tiny" };
 
 test("a drifted answer fails the fetch that got it, naming method, path, status and what is wrong", async () => {
   // Its own contract and fetch: these violations are meant, not the run's.
@@ -166,7 +166,7 @@ test("a drifted answer fails the fetch that got it, naming method, path, status 
   await expectViolation("GET", "/no/route", { status: 200, body: {} }, /no route/, /status 200 is not documented/);
 
   // The data plane, at the endpoint an attach answered with.
-  const handle = { name: "x", class: "default", state: "running", endpoint: `${fakeUrl}/elsewhere/x`, headers: { Authorization: "Bearer abc" }, expiresAt: T, network: "nat" };
+  const handle = { name: "x", class: "default", state: "running", endpoint: `${fakeUrl}/elsewhere/x`, headers: { Authorization: "Bearer abc" }, expiresAt: T, network: "nat", image: "tiny" };
   answers.set("POST /v1/sandboxes/x/attach", { status: 200, body: handle });
   await f(`${fakeUrl}/v1/sandboxes/x/attach`, { method: "POST" });
   answers.set("POST /elsewhere/x/exec", { status: 200, body: { exitCode: 0, stdout: "", stderr: "", durationMs: 1, timedOut: false, truncated: false } });

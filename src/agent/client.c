@@ -494,6 +494,8 @@ int agent_put_cmd(struct agent_msg *m, const struct agent_cmd *cmd)
                 return r;
         if (cmd->cwd && (r = agent_put_str(m, AGENT_T_CWD, cmd->cwd)) < 0)
                 return r;
+        if (cmd->user && (r = agent_put_str(m, AGENT_T_USER, cmd->user)) < 0)
+                return r;
         return 0;
 }
 

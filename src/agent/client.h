@@ -50,6 +50,7 @@ struct agent_cmd {
         const char *const *env; /* "KEY=VALUE", override the defaults */
         size_t envc;
         const char *cwd;   /* NULL: /workspace; relative: against it */
+        const char *user;  /* NULL: root; else "name|uid[:group|gid]" */
         bool stdin_pipe;   /* spawn: give it a stdin pipe */
         bool lossless;     /* spawn: its output waits for a reader */
         unsigned pty_cols; /* spawn: both > 0: on a terminal of this size */

@@ -37,12 +37,12 @@
 #define AGENT_RING_SIZE (1u << 20)          /* newest bytes kept per stream */
 #define AGENT_EXEC_MAX_OUTPUT (1u << 20)    /* exec: bytes kept per stream */
 #define AGENT_MAX_WAIT_MS 30000
-#define AGENT_MAX_ARGV 4096                 /* command words of an EXEC / SPAWN */
-#define AGENT_MAX_ENV 4096                  /* environment variables of one */
-#define AGENT_PROC_ID_MAX 64                /* bytes of a process id */
-#define AGENT_LOSSLESS_RING_SIZE (8u << 20) /* kept per stream of a lossless process */
-#define AGENT_STREAM_WINDOW (256u << 10)    /* read ahead of the slowest stream reader */
-#define AGENT_PTY_MAX 4096                  /* columns, rows of a terminal */
+#define AGENT_MAX_ARGV 4096                  /* command words of an EXEC / SPAWN */
+#define AGENT_MAX_ENV 4096                   /* environment variables of one */
+#define AGENT_PROC_ID_MAX 64                 /* bytes of a process id */
+#define AGENT_LOSSLESS_RING_SIZE (32u << 20) /* kept per stream of a lossless process */
+#define AGENT_STREAM_WINDOW (256u << 10)     /* read ahead of the slowest stream reader */
+#define AGENT_PTY_MAX 4096                   /* columns, rows of a terminal */
 
 /* The process-id grammar, [A-Za-z0-9-]{1,64}: the daemon checks it before
  * it asks the agent, so an id the agent could never have made is answered
@@ -108,6 +108,8 @@ enum agent_tag {
         AGENT_T_PTY_COLS = 15,   /* u64, 1..AGENT_PTY_MAX; with PTY_ROWS: spawn on a terminal */
         AGENT_T_PTY_ROWS = 16,   /* u64, 1..AGENT_PTY_MAX */
         AGENT_T_LOSSLESS = 17,   /* bool: spawn whose output waits for a reader; in a status */
+        AGENT_T_USER = 18,       /* string: run as this user, "name|uid[:group|gid]", 1..256
+                                  * bytes, resolved in the sandbox's /etc/passwd, /etc/group */
 
         AGENT_T_EXIT_CODE = 20,      /* u64 holding an int32 (code, or 128+signal) */
         AGENT_T_STDOUT = 21,         /* bytes */

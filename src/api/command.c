@@ -150,13 +150,29 @@ int api_spawn_parse(json_t *body, struct api_cmd *h, struct api_resp *resp)
         return api_pty_size(pty, "pty", &h->cmd.pty_cols, &h->cmd.pty_rows, resp);
 }
 
+/* `user`: a name or uid, an optional ":group" or ":gid"; the sandbox
+ * resolves it (400 there for one it does not know). */
+static int parse_user(json_t *body, struct api_cmd *h, struct api_resp *resp)
+{
+        json_t *u = json_object_get(body, "user");
+        if (!u || json_is_null(u))
+                return 0;
+        const char *s = c_string(u);
+        if (!s || !*s || strlen(s) > 256) {
+                api_error(resp, 400, "invalid_argument", "user: expected a user name or id");
+                return -1;
+        }
+        h->cmd.user = s;
+        return 0;
+}
+
 int api_cmd_parse(json_t *body, struct api_cmd *h, struct api_resp *resp)
 {
         memset(&h->cmd, 0, sizeof(h->cmd));
         h->envc = 0;
         size_t total = 0;
         if (parse_argv(body, h, &total, resp) < 0 || parse_cwd(body, h, resp) < 0 ||
-            parse_env(body, h, &total, resp) < 0)
+            parse_env(body, h, &total, resp) < 0 || parse_user(body, h, resp) < 0)
                 return -1;
         if (total > API_CMD_MAX_BYTES) {
                 api_error(resp, 413, "too_large", "command and env over %u bytes",

@@ -94,6 +94,58 @@ json_t *dataplane_status_json(const struct agent_proc_status *st)
         return j;
 }
 
+/* A request without a command runs its image's Entrypoint and Cmd. */
+static void image_command(struct sandbox *sb, json_t *body)
+{
+        json_t *cmd = json_object_get(body, "command");
+        const struct rt_image_config *ic = mgr_image_config(sb);
+        if ((cmd && !json_is_null(cmd)) || ic->n_entrypoint + ic->n_cmd == 0)
+                return; /* parsing says what is wrong with a missing one */
+        json_t *a = json_array();
+        for (size_t i = 0; i < ic->n_entrypoint; i++)
+                json_array_append_new(a, json_string(ic->entrypoint[i]));
+        for (size_t i = 0; i < ic->n_cmd; i++)
+                json_array_append_new(a, json_string(ic->cmd[i]));
+        json_object_set_new(body, "command", a);
+}
+
+/* The image's Env under the request's own, its WorkingDir and User where
+ * the request names none (docs/api.md, "Images"). *owned: the merged env
+ * array to free (strings borrowed). 0 or -1 with resp set. */
+static int image_defaults(struct sandbox *sb, struct api_cmd *h, const char ***owned,
+                          struct api_resp *resp)
+{
+        const struct rt_image_config *ic = mgr_image_config(sb);
+        *owned = NULL;
+        if (!h->cmd.cwd && ic->workdir)
+                h->cmd.cwd = ic->workdir;
+        if (!h->cmd.user && ic->user)
+                h->cmd.user = ic->user;
+        if (ic->envc == 0)
+                return 0;
+        size_t n = ic->envc + h->cmd.envc;
+        if (n > AGENT_MAX_ENV) {
+                api_error(resp, 400, "invalid_argument",
+                          "env: more than %d variables with the image's", AGENT_MAX_ENV);
+                return -1;
+        }
+        const char **env = malloc((n + 1) * sizeof(*env));
+        if (!env) {
+                api_error(resp, 503, "unavailable", "out of memory");
+                return -1;
+        }
+        /* Later entries win in the sandbox: the request's come last. */
+        for (size_t i = 0; i < ic->envc; i++)
+                env[i] = ic->env[i];
+        for (size_t i = 0; i < h->cmd.envc; i++)
+                env[ic->envc + i] = h->cmd.env[i];
+        env[n] = NULL;
+        h->cmd.env = env;
+        h->cmd.envc = n;
+        *owned = env;
+        return 0;
+}
+
 void dataplane_exec(struct api_call *c, struct api_resp *resp)
 {
         struct api *a = c->a;
@@ -114,7 +166,10 @@ void dataplane_exec(struct api_call *c, struct api_resp *resp)
                 }
                 timeout = json_integer_value(t);
         }
-        if (api_cmd_parse(body, &h, resp) < 0 || api_spawn_parse(body, &h, resp) < 0) {
+        image_command(sb, body);
+        _cleanup_free_ const char **env = NULL;
+        if (api_cmd_parse(body, &h, resp) < 0 || api_spawn_parse(body, &h, resp) < 0 ||
+            image_defaults(sb, &h, &env, resp) < 0) {
                 api_cmd_free(&h);
                 json_decref(body);
                 return;
@@ -151,7 +206,10 @@ void dataplane_spawn(struct api_call *c, struct api_resp *resp)
         if (!body)
                 return;
         struct api_cmd h;
-        if (api_cmd_parse(body, &h, resp) < 0 || api_spawn_parse(body, &h, resp) < 0) {
+        image_command(sb, body);
+        _cleanup_free_ const char **env = NULL;
+        if (api_cmd_parse(body, &h, resp) < 0 || api_spawn_parse(body, &h, resp) < 0 ||
+            image_defaults(sb, &h, &env, resp) < 0) {
                 api_cmd_free(&h);
                 json_decref(body);
                 return;

@@ -271,6 +271,11 @@ static void handle_start(struct init_ctx *ctx, struct conn *c, struct req *rq, b
                                AGENT_MAX_PROCS);
                 return;
         }
+        uint32_t uid = 0, gid = 0;
+        if (rq->user && (r = req_user(rq, "/etc", &uid, &gid, &rq->home)) < 0) {
+                answer_errno(ctx, c, rq, r);
+                return;
+        }
         if ((r = req_cwd(rq, &cwd)) < 0 || (r = req_env(rq, &env)) < 0) {
                 answer_errno(ctx, c, rq, r);
                 return;
@@ -285,6 +290,9 @@ static void handle_start(struct init_ctx *ctx, struct conn *c, struct req *rq, b
             .lossless = !is_exec && rq->lossless,
             .pty_cols = terminal ? (unsigned)rq->pty_cols : 0,
             .pty_rows = terminal ? (unsigned)rq->pty_rows : 0,
+            .as_user = rq->user != NULL,
+            .uid = uid,
+            .gid = gid,
             .timeout_ms = (int64_t)MIN(rq->timeout_ms, (uint64_t)MAX_TIMEOUT_MS),
             .max_output = rq->max_output && rq->max_output < AGENT_EXEC_MAX_OUTPUT
                               ? (size_t)rq->max_output
@@ -497,6 +505,11 @@ static void handle_resize(struct init_ctx *ctx, struct conn *c, struct req *rq)
                 conn_reply_err(ctx, c, AGENT_E_INTERNAL, "resize: %s", strerror(errno));
                 return;
         }
+        /* Linux signals the foreground group itself; gVisor (the guard's
+         * runtime) only stores the size, so it is done here. */
+        pid_t fg = ctx->guard.on ? tcgetpgrp(p->pty_fd) : -1;
+        if (fg > 0)
+                kill(-fg, SIGWINCH);
         conn_reply(ctx, c, NULL);
 }
 

@@ -189,8 +189,10 @@ struct proc_spec {
         bool is_exec;
         bool lossless;
         unsigned pty_cols, pty_rows; /* both > 0: on a terminal */
-        int64_t timeout_ms;          /* execs */
-        size_t max_output;           /* execs */
+        bool as_user;                /* run as uid:gid instead of root */
+        uint32_t uid, gid;
+        int64_t timeout_ms; /* execs */
+        size_t max_output;  /* execs */
 };
 
 /* ---- conn.c ---- */
@@ -275,6 +277,8 @@ void stream_copy(const struct stream *s, uint64_t from, size_t len, uint8_t *out
 void proc_reap_all(struct init_ctx *ctx);
 /* Kill the group of a running process (no-op once exited). */
 void proc_kill_group(struct proc *p, int sig);
+/* Forget the oldest exited records beyond the bounds (proto.h). */
+void proc_trim_exited(struct init_ctx *ctx);
 /* Forget p: close its pipes, free its buffers, release its table slot. */
 void proc_forget(struct init_ctx *ctx, struct proc *p);
 /* The answer to exec p was written out whole (delivered: p is forgotten),
@@ -299,6 +303,8 @@ void stream_attach(struct init_ctx *ctx, struct conn *c, struct proc *p, const u
 void stream_pump(struct init_ctx *ctx, struct conn *c);
 /* p has new output or exited: every reader of it gets its share. */
 void stream_proc_changed(struct init_ctx *ctx, struct proc *p);
+/* Whether a stream reader is attached to p. */
+bool stream_has_readers(const struct proc *p);
 /* The reader c goes away (its connection closes). */
 void stream_detach(struct init_ctx *ctx, struct conn *c);
 /* p is forgotten: its readers get an ERROR frame and are closed. */

@@ -121,6 +121,13 @@ static _Noreturn void child_run(const struct init_ctx *ctx, const struct proc_sp
         if (oom < 0 || write(oom, "0\n", 2) != 2)
                 child_fail(report, STAGE_SETUP, errno ? errno : EIO);
         close(oom);
+        /* Last, as the user: /proc/self is no longer ours to write after. */
+        if (spec->as_user) {
+                gid_t g = spec->gid;
+                if (syscall(SYS_setgroups, 1, &g) < 0 || syscall(SYS_setresgid, g, g, g) < 0 ||
+                    syscall(SYS_setresuid, spec->uid, spec->uid, spec->uid) < 0)
+                        child_fail(report, STAGE_SETUP, errno);
+        }
         if (chdir(spec->cwd) < 0)
                 child_fail(report, STAGE_CWD, errno);
         /* execvp looks PATH up in environ: make it the command's env. The
@@ -560,9 +567,9 @@ static uint64_t proc_retained(const struct proc *p)
 /* Only running processes count against AGENT_MAX_PROCS; an exited one is
  * kept for polling until it is killed, but not without bound: beyond
  * AGENT_MAX_EXITED records, or AGENT_EXITED_OUTPUT_MAX bytes held by them,
- * the record that exited first is forgotten. The table holds at most 64
+ * the record that exited first (and has no stream reader) is forgotten. The table holds at most 64
  * running and 65 exited records when this runs: the scans are cheap. */
-static void proc_trim_exited(struct init_ctx *ctx)
+void proc_trim_exited(struct init_ctx *ctx)
 {
         for (;;) {
                 struct proc *oldest = NULL;
@@ -573,6 +580,10 @@ static void proc_trim_exited(struct init_ctx *ctx)
                                 continue;
                         n++;
                         bytes += proc_retained(p);
+                        /* One being read by a stream is not forgotten under
+                         * its reader: it goes once the reader is done. */
+                        if (stream_has_readers(p))
+                                continue;
                         if (!oldest || p->exit_seq < oldest->exit_seq)
                                 oldest = p;
                 }

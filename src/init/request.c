@@ -23,6 +23,7 @@ void req_free(struct req *rq)
                 free(rq->env[i]);
         free(rq->env);
         free(rq->cwd);
+        free(rq->user);
         free(rq->proc_id);
         free(rq->hostname);
 }
@@ -82,6 +83,10 @@ static int req_field(struct req *rq, const struct agent_field *f)
                 free(rq->cwd);
                 rq->cwd = NULL;
                 return req_str(rq, f, "cwd", &rq->cwd);
+        case AGENT_T_USER:
+                free(rq->user);
+                rq->user = NULL;
+                return req_str(rq, f, "user", &rq->user);
         case AGENT_T_PROC_ID:
                 free(rq->proc_id);
                 rq->proc_id = NULL;
@@ -146,7 +151,9 @@ int req_env(struct req *rq, char ***ret)
 {
         char host[HOST_NAME_MAX + 1] = "";
         char hostvar[sizeof(host) + 16];
-        const char *defaults[] = {"PATH=" DEFAULT_PATH, "HOME=/root", "LANG=C.UTF-8", hostvar,
+        char homevar[PATH_MAX + 8];
+        snprintf(homevar, sizeof(homevar), "HOME=%s", rq->home ? rq->home : "/root");
+        const char *defaults[] = {"PATH=" DEFAULT_PATH, homevar, "LANG=C.UTF-8", hostvar,
                                   "TERM=xterm-256color"};
         size_t ndef =
             rq->pty_cols || rq->pty_rows ? ARRAY_SIZE(defaults) : ARRAY_SIZE(defaults) - 1;
@@ -222,4 +229,107 @@ int req_cwd(struct req *rq, char **ret)
                 return -ENOMEM;
         *ret = out;
         return 0;
+}
+
+/* ---- users ---- */
+
+#define USER_SPEC_MAX 256
+#define DB_LINE_MAX 4096
+#define DB_FIELDS 7
+
+static bool all_digits(const char *s)
+{
+        if (!*s || strlen(s) > 10)
+                return false;
+        for (; *s; s++)
+                if (*s < '0' || *s > '9')
+                        return false;
+        return true;
+}
+
+/* Split a passwd/group line at ':' into f[0..DB_FIELDS), NULL past its end. */
+static void db_split(char *line, char **f)
+{
+        size_t k = 0;
+        char *p = line;
+        while (k < DB_FIELDS) {
+                f[k++] = p;
+                char *c = strchr(p, ':');
+                if (!c)
+                        break;
+                *c = '\0';
+                p = c + 1;
+        }
+        while (k < DB_FIELDS)
+                f[k++] = NULL;
+}
+
+/* The line of an /etc/passwd-style file whose name (field 0) or, when
+ * by_id, id (field 2) is key, split into f. */
+static bool db_find(const char *path, const char *key, bool by_id, char *line, size_t line_len,
+                    char **f)
+{
+        FILE *fp = fopen(path, "re");
+        bool found = false;
+        if (!fp)
+                return false;
+        while (!found && fgets(line, (int)line_len, fp)) {
+                line[strcspn(line, "\n")] = '\0';
+                db_split(line, f);
+                const char *v = by_id ? f[2] : f[0];
+                found = v && !strcmp(v, key);
+        }
+        fclose(fp);
+        return found;
+}
+
+static int parse_id(const char *s, uint32_t *ret)
+{
+        if (!s || !all_digits(s))
+                return -EINVAL;
+        unsigned long v = strtoul(s, NULL, 10);
+        if (v > 0xfffffffeul)
+                return -EINVAL;
+        *ret = (uint32_t)v;
+        return 0;
+}
+
+static int req_group(struct req *rq, const char *etc, const char *group, uint32_t *ret_gid)
+{
+        char path[PATH_MAX], line[DB_LINE_MAX];
+        char *f[DB_FIELDS];
+        snprintf(path, sizeof(path), "%s/group", etc);
+        bool known = db_find(path, group, all_digits(group), line, sizeof(line), f);
+        if (!known && !all_digits(group))
+                return req_invalid(rq, "user: no group '%.64s' in /etc/group", group);
+        if (parse_id(known ? f[2] : group, ret_gid) < 0)
+                return req_invalid(rq, "user: a bad group id for '%.64s'", group);
+        return 0;
+}
+
+int req_user(struct req *rq, const char *etc, uint32_t *ret_uid, uint32_t *ret_gid,
+             const char **ret_home)
+{
+        static char home[PATH_MAX];
+        char spec[USER_SPEC_MAX + 1], path[PATH_MAX], line[DB_LINE_MAX];
+        char *f[DB_FIELDS];
+        const char *u = rq->user;
+        if (!u || !*u || strlen(u) > USER_SPEC_MAX)
+                return req_invalid(rq, "user: 1 to %d bytes", USER_SPEC_MAX);
+        snprintf(spec, sizeof(spec), "%s", u);
+        char *group = strchr(spec, ':');
+        if (group)
+                *group++ = '\0';
+        snprintf(path, sizeof(path), "%s/passwd", etc);
+        bool known = db_find(path, spec, all_digits(spec), line, sizeof(line), f);
+        if (!known && !all_digits(spec))
+                return req_invalid(rq, "user: no user '%.64s' in /etc/passwd", spec);
+        /* A bare uid that /etc/passwd does not know runs with gid = uid... of
+         * nothing: gid 0 would be root's group, so it is the uid's number. */
+        if (parse_id(known ? f[2] : spec, ret_uid) < 0 ||
+            parse_id(known ? f[3] : spec, ret_gid) < 0)
+                return req_invalid(rq, "user: a bad id for '%.64s'", u);
+        snprintf(home, sizeof(home), "%s", known && f[5] && f[5][0] == '/' ? f[5] : "/");
+        *ret_home = home;
+        return group && *group ? req_group(rq, etc, group, ret_gid) : 0;
 }

@@ -18,6 +18,8 @@ struct req {
         char **env;
         size_t envc;
         char *cwd;
+        char *user;       /* AGENT_T_USER, as sent */
+        const char *home; /* the HOME default (the user's, else /root) */
         uint64_t timeout_ms;
         uint64_t max_output;
         bool stdin_pipe;
@@ -47,5 +49,11 @@ __attribute__((format(printf, 2, 3))) int req_invalid(struct req *rq, const char
  * entries (-EINVAL otherwise). */
 int req_env(struct req *rq, char ***ret);
 void req_env_free(char **env);
+/* The user a command runs as (AGENT_T_USER): "name" or "uid", with an
+ * optional ":group" or ":gid", names looked up in etc's passwd and group
+ * files (the sandbox's /etc). 0 with the ids and the user's home (a static
+ * buffer, or "/" when unknown), -EINVAL with rq->msg. */
+int req_user(struct req *rq, const char *etc, uint32_t *ret_uid, uint32_t *ret_gid,
+             const char **ret_home);
 /* The working directory: absolute, or relative to INIT_CWD_DEFAULT. */
 int req_cwd(struct req *rq, char **ret);

@@ -41,6 +41,14 @@ static bool hold_low(const struct proc *p, int i, uint64_t *ret)
         return any;
 }
 
+bool stream_has_readers(const struct proc *p)
+{
+        for (const struct conn *c = p->waiters; c; c = c->wnext)
+                if (c->held == HELD_STREAM)
+                        return true;
+        return false;
+}
+
 size_t stream_allowance(const struct proc *p, int i)
 {
         const struct stream *s = &p->out[i];
@@ -254,6 +262,8 @@ void stream_detach(struct init_ctx *ctx, struct conn *c)
         }
         conn_unhold(c);
         stream_mark(ctx, p);
+        if (p->exited && p->listed)
+                proc_trim_exited(ctx); /* it may have been kept for this reader */
 }
 
 void stream_proc_gone(struct init_ctx *ctx, struct proc *p, const char *why)

@@ -88,6 +88,10 @@ struct sandbox {
         struct sandbox *id_next; /* hash chain by id, guarded by m->lock */
         struct manager *m;
         struct agent_peer peer; /* dials its agent through its driver */
+        /* Its image's defaults for commands, loaded by the first mgr_enter
+         * (under lock), read-only from then on. */
+        struct rt_image_config img_cfg;
+        bool img_cfg_loaded;
 };
 
 /* One warm pool (struct mgr_pool): sandboxes of one driver started ahead

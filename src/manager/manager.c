@@ -591,6 +591,12 @@ int mgr_enter(struct manager *m, const char *deployment, const char *name, uint6
         } else if ((r = sandbox_ensure_running_locked(m, sb, "data-plane call", err)) == 0) {
                 sandbox_touch_locked(m, sb);
                 sandbox_schedule_locked(m, sb);
+                if (!sb->img_cfg_loaded) {
+                        struct sbx_error cerr = {0};
+                        if (rt_image_config(m->images_dir, sb->rec.image, &sb->img_cfg, &cerr) < 0)
+                                log_warn("sandbox %s: %s", sb->rec.name, cerr.msg);
+                        sb->img_cfg_loaded = true;
+                }
         }
         pthread_mutex_unlock(&sb->lock);
         if (r < 0) {
@@ -617,6 +623,11 @@ const char *mgr_sandbox_dir(const struct sandbox *sb)
 const char *mgr_sandbox_deployment(const struct sandbox *sb)
 {
         return sb->rec.deployment;
+}
+
+const struct rt_image_config *mgr_image_config(struct sandbox *sb)
+{
+        return &sb->img_cfg;
 }
 
 const struct agent_peer *mgr_agent(struct sandbox *sb)

@@ -178,6 +178,9 @@ const char *mgr_sandbox_deployment(const struct sandbox *sb);
 const char *mgr_sandbox_dir(const struct sandbox *sb);
 /* How to reach its agent (agent/client.h), valid while entered. */
 const struct agent_peer *mgr_agent(struct sandbox *sb);
+/* Its image's defaults for the commands run in it (runtime.h), valid while
+ * entered; empty when the image has none or its config cannot be read. */
+const struct rt_image_config *mgr_image_config(struct sandbox *sb);
 /* An O_PATH fd of its "/" for the file endpoints: from its driver, or
  * handed over by its agent. */
 int mgr_root(struct manager *m, struct sandbox *sb, int *ret_fd, struct sbx_error *err);

@@ -98,6 +98,7 @@ void sandbox_unref(struct sandbox *sb)
 {
         if (atomic_fetch_sub(&sb->refs, 1) == 1) {
                 pthread_mutex_destroy(&sb->lock);
+                rt_image_config_free(&sb->img_cfg);
                 free(sb);
         }
 }

@@ -438,6 +438,106 @@ int rt_image_build(const char *images_dir, const char *name, bool force, struct 
         return 0;
 }
 
+/* ---- an image's config ---- */
+
+#define IMG_CONFIG_MAX_STRS 4096
+
+static void strv_free(char **v)
+{
+        for (size_t i = 0; v && v[i]; i++)
+                free(v[i]);
+        free(v);
+}
+
+/* An array of strings (absent or null: empty) into a NULL-terminated
+ * vector; -EINVAL for anything else, a NUL inside a string included. */
+static int strv_from_json(json_t *a, char ***ret, size_t *ret_n)
+{
+        size_t n = json_is_array(a) ? json_array_size(a) : 0;
+        if ((a && !json_is_null(a) && !json_is_array(a)) || n > IMG_CONFIG_MAX_STRS)
+                return -EINVAL;
+        char **v = calloc(n + 1, sizeof(char *));
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                json_t *e = json_array_get(a, i);
+                const char *s = json_string_value(e);
+                if (!s || strlen(s) != json_string_length(e) || !(v[i] = strdup(s))) {
+                        strv_free(v);
+                        return s ? -ENOMEM : -EINVAL;
+                }
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+static int str_from_json(json_t *v, char **ret)
+{
+        *ret = NULL;
+        if (!v || json_is_null(v))
+                return 0;
+        const char *s = json_string_value(v);
+        if (!s || strlen(s) != json_string_length(v))
+                return -EINVAL;
+        if (!*s)
+                return 0;
+        return (*ret = strdup(s)) ? 0 : -ENOMEM;
+}
+
+void rt_image_config_free(struct rt_image_config *c)
+{
+        strv_free(c->env);
+        strv_free(c->entrypoint);
+        strv_free(c->cmd);
+        free(c->workdir);
+        free(c->user);
+        memset(c, 0, sizeof(*c));
+}
+
+static int config_from_json(json_t *cfg, struct rt_image_config *c)
+{
+        int r;
+        if (cfg && !json_is_null(cfg) && !json_is_object(cfg))
+                return -EINVAL;
+        if ((r = strv_from_json(json_object_get(cfg, "Env"), &c->env, &c->envc)) < 0 ||
+            (r = strv_from_json(json_object_get(cfg, "Entrypoint"), &c->entrypoint,
+                                &c->n_entrypoint)) < 0 ||
+            (r = strv_from_json(json_object_get(cfg, "Cmd"), &c->cmd, &c->n_cmd)) < 0 ||
+            (r = str_from_json(json_object_get(cfg, "WorkingDir"), &c->workdir)) < 0 ||
+            (r = str_from_json(json_object_get(cfg, "User"), &c->user)) < 0)
+                return r;
+        for (size_t i = 0; i < c->envc; i++) {
+                const char *eq = strchr(c->env[i], '=');
+                if (!eq || eq == c->env[i])
+                        return -EINVAL;
+        }
+        return 0;
+}
+
+int rt_image_config(const char *images_dir, const char *name, struct rt_image_config *ret,
+                    struct sbx_error *err)
+{
+        char p[PATH_MAX];
+        memset(ret, 0, sizeof(*ret));
+        if (!image_name_is_valid(name) ||
+            snprintf(p, sizeof(p), "%s/%s/" IMG_JSON, images_dir, name) >= (int)sizeof(p))
+                return sbx_error_set(err, EINVAL, "bad image name");
+        json_error_t jerr;
+        json_t *j = json_load_file(p, JSON_REJECT_DUPLICATES, &jerr);
+        if (!json_is_object(j)) {
+                json_decref(j);
+                return sbx_error_set(err, EINVAL, "image '%s': unreadable image.json", name);
+        }
+        int r = config_from_json(json_object_get(j, "config"), ret);
+        json_decref(j);
+        if (r < 0) {
+                rt_image_config_free(ret);
+                return sbx_error_set(err, -r, "image '%s': a bad config in image.json", name);
+        }
+        return 0;
+}
+
 int rt_image_rootfs(const char *images_dir, const char *name, char *out, size_t out_len)
 {
         if (!images_dir || !name || !image_name_is_valid(name))

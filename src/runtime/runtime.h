@@ -307,6 +307,25 @@ struct rt_image_info {
 int rt_image_build(const char *images_dir, const char *name, bool force, struct sbx_error *err);
 /* Path of a complete image's rootfs in out; -ENOENT when absent. */
 int rt_image_rootfs(const char *images_dir, const char *name, char *out, size_t out_len);
+/* An image's defaults for the commands run in it: image.json's "config"
+ * (an imported image's OCI config: Env, WorkingDir, User, Entrypoint,
+ * Cmd). Every part may be empty: a built image has none. */
+struct rt_image_config {
+        char **env; /* "K=V", NULL-terminated (never NULL after a load) */
+        size_t envc;
+        char *workdir;     /* NULL: none */
+        char *user;        /* NULL: none */
+        char **entrypoint; /* NULL-terminated */
+        size_t n_entrypoint;
+        char **cmd; /* NULL-terminated */
+        size_t n_cmd;
+};
+/* Load name's config; an image without one gets an empty one. A config
+ * whose members have the wrong types is -EINVAL (an image.json is ours,
+ * but it is read as hostile anyway). */
+int rt_image_config(const char *images_dir, const char *name, struct rt_image_config *ret,
+                    struct sbx_error *err);
+void rt_image_config_free(struct rt_image_config *c);
 /* List complete images; *ret is malloc'd. */
 int rt_image_list(const char *images_dir, struct rt_image_info **ret, size_t *ret_n,
                   struct sbx_error *err);

@@ -200,6 +200,7 @@ export class SandboxClient {
     if (timeoutMs === undefined || !Number.isFinite(timeoutMs) || timeoutMs <= 0) timeoutMs = limit;
     const body = {
       command: request.command,
+      user: request.user,
       cwd: request.cwd,
       env: request.env,
       timeoutMs: Math.min(Math.ceil(timeoutMs), limit),
@@ -284,6 +285,7 @@ export class SandboxClient {
   /** Starts a command and returns at once; read its output with `poll`. */
   async spawn(name: string, request: SpawnRequest): Promise<ProcessStatus> {
     const body: Record<string, unknown> = { command: request.command, cwd: request.cwd, env: request.env };
+    if (request.user !== undefined) body.user = request.user;
     if (request.stdin) body.stdin = true;
     if (request.lossless) body.lossless = true;
     if (request.pty !== undefined) {

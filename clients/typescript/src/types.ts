@@ -39,6 +39,9 @@ export interface ExecRequest {
   /** Defaults to `/workspace`. */
   cwd?: string;
   env?: Record<string, string>;
+  /** Beyond the documented client: run as this user (`"app"`, `"1000"`,
+   * `"app:staff"`), looked up in the sandbox; default the image's, else root. */
+  user?: string;
   /** Bounded to one second under the client's `timeoutSeconds`. */
   timeoutMs?: number;
 }
@@ -58,6 +61,8 @@ export interface SpawnRequest {
   command: string[];
   cwd?: string;
   env?: Record<string, string>;
+  /** Beyond the documented client: as `ExecRequest.user`. */
+  user?: string;
   /**
    * Give the process a stdin pipe, written with `SandboxClient.stdin`.
    * Without it the process reads `/dev/null`.

@@ -576,12 +576,16 @@ test("an open stream keeps its sandbox from being suspended for idleness", T, as
     const p = await cc.spawn("idle", ["/bin/sh", "-c", `sleep ${GVISOR ? 6 : 4}; echo late`]);
     const rd = startReader(cc, "idle", p.processId, { deadlineMs: 60000 });
     const state = async () => (await cc.control("GET", "/v1/sandboxes/idle")).body.state;
-    await rd.started;
-    await sleep(3000);
-    assert.equal(await state(), "running");
-    const r = await rd.done;
-    assert.equal(r.end, "exit");
-    assert.equal(r.stdout.text(), "late\n");
+    try {
+      await rd.started;
+      await sleep(3000);
+      assert.equal(await state(), "running");
+      const r = await rd.done;
+      assert.equal(r.end, "exit");
+      assert.equal(r.stdout.text(), "late\n");
+    } finally {
+      rd.abort();
+    }
     // Without one it is suspended (so the check above could fail).
     await until(async () => (await state()) === "suspended", 30000);
   } finally {

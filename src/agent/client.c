@@ -343,6 +343,12 @@ static int status_field(struct agent_proc_status *st, const struct agent_field *
         case AGENT_T_TRUNCATED:
                 r = agent_field_bool(f, &st->truncated);
                 return r < 0 ? r : 1;
+        case AGENT_T_PTY:
+                r = agent_field_bool(f, &st->pty);
+                return r < 0 ? r : 1;
+        case AGENT_T_LOSSLESS:
+                r = agent_field_bool(f, &st->lossless);
+                return r < 0 ? r : 1;
         case AGENT_T_STATE:
         case AGENT_T_EXIT_CODE:
         case AGENT_T_STARTED_AT:
@@ -595,7 +601,10 @@ int agent_spawn(const struct agent_peer *peer, const struct agent_cmd *cmd,
 
         agent_msg_init(&m, AGENT_REQ_SPAWN);
         if ((r = agent_put_cmd(&m, cmd)) < 0 ||
-            (cmd->stdin_pipe && (r = agent_put_bool(&m, AGENT_T_STDIN, true)) < 0)) {
+            (cmd->stdin_pipe && (r = agent_put_bool(&m, AGENT_T_STDIN, true)) < 0) ||
+            (cmd->lossless && (r = agent_put_bool(&m, AGENT_T_LOSSLESS, true)) < 0) ||
+            (cmd->pty_cols && ((r = agent_put_u64(&m, AGENT_T_PTY_COLS, cmd->pty_cols)) < 0 ||
+                               (r = agent_put_u64(&m, AGENT_T_PTY_ROWS, cmd->pty_rows)) < 0))) {
                 agent_msg_free(&m);
                 return build_error(err, r, "spawn");
         }
@@ -812,4 +821,109 @@ int agent_root(const struct agent_peer *peer, int *ret_fd, struct sbx_error *err
                 return transport_error(err, -EPROTO, "root");
         *ret_fd = TAKE_FD(got);
         return 0;
+}
+
+int agent_resize(const struct agent_peer *peer, const char *proc_id, unsigned cols, unsigned rows,
+                 struct sbx_error *err)
+{
+        struct agent_msg m;
+        int r;
+        agent_msg_init(&m, AGENT_REQ_RESIZE);
+        if ((r = put_id(&m, proc_id)) < 0 || (r = agent_put_u64(&m, AGENT_T_PTY_COLS, cols)) < 0 ||
+            (r = agent_put_u64(&m, AGENT_T_PTY_ROWS, rows)) < 0) {
+                agent_msg_free(&m);
+                return build_error(err, r, "resize");
+        }
+        return simple_call(peer, &m, AGENT_CALL_TIMEOUT_MS, err);
+}
+
+/* ------------------------------------------------------------ streams */
+
+void agent_stream_start_free(struct agent_stream_start *s)
+{
+        agent_proc_status_free(&s->status);
+}
+
+struct stream_fields {
+        struct agent_proc_status *st;
+        uint64_t *v[4]; /* STDOUT_FROM|NEXT, STDERR_FROM|NEXT, STDOUT_DROPPED, STDERR_DROPPED */
+        uint16_t tags[4];
+};
+
+static int stream_fn(void *ctx, const struct agent_field *f)
+{
+        struct stream_fields *sf = ctx;
+        int r = status_field(sf->st, f);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        for (int i = 0; i < 4; i++)
+                if (sf->v[i] && f->tag == sf->tags[i])
+                        return agent_field_u64(f, sf->v[i]) < 0 ? -EPROTO : 0;
+        return 0;
+}
+
+static int decode_stream_fields(const uint8_t *payload, uint32_t len, struct stream_fields *sf)
+{
+        memset(sf->st, 0, sizeof(*sf->st));
+        int r = agent_walk(payload, len, stream_fn, sf);
+        if (r >= 0 && !sf->st->id)
+                r = -EPROTO;
+        if (r >= 0 && !sf->st->argv && !(sf->st->argv = calloc(1, sizeof(char *))))
+                r = -ENOMEM;
+        if (r < 0)
+                agent_proc_status_free(sf->st);
+        return r;
+}
+
+int agent_stream_open(const struct agent_peer *peer, const char *proc_id, uint64_t stdout_from,
+                      uint64_t stderr_from, int *ret_fd, struct agent_stream_start *ret,
+                      struct sbx_error *err)
+{
+        _cleanup_close_ int fd = -1;
+        _cleanup_free_ uint8_t *payload = NULL;
+        struct agent_msg m;
+        uint32_t len;
+        int r;
+
+        agent_msg_init(&m, AGENT_REQ_STREAM);
+        if ((r = put_id(&m, proc_id)) < 0 ||
+            (r = agent_put_u64(&m, AGENT_T_STDOUT_FROM, stdout_from)) < 0 ||
+            (r = agent_put_u64(&m, AGENT_T_STDERR_FROM, stderr_from)) < 0) {
+                agent_msg_free(&m);
+                return build_error(err, r, "stream");
+        }
+        if ((r = dial(peer, &fd, err)) >= 0)
+                r = agent_call(fd, &m, AGENT_CALL_TIMEOUT_MS, &payload, &len, err);
+        agent_msg_free(&m);
+        if (r < 0)
+                return r;
+        struct agent_stream_start st = {0};
+        struct stream_fields sf = {
+            .st = &st.status,
+            .v = {&st.from[0], &st.from[1], &st.dropped[0], &st.dropped[1]},
+            .tags = {AGENT_T_STDOUT_FROM, AGENT_T_STDERR_FROM, AGENT_T_STDOUT_DROPPED,
+                     AGENT_T_STDERR_DROPPED},
+        };
+        if ((r = decode_stream_fields(payload, len, &sf)) < 0)
+                return decode_error(err, r, "stream");
+        *ret = st;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int agent_stream_exit_decode(const uint8_t *payload, uint32_t len, struct agent_proc_status *st,
+                             uint64_t next[2])
+{
+        struct stream_fields sf = {
+            .st = st,
+            .v = {&next[0], &next[1]},
+            .tags = {AGENT_T_STDOUT_NEXT, AGENT_T_STDERR_NEXT},
+        };
+        next[0] = next[1] = 0;
+        return decode_stream_fields(payload, len, &sf);
+}
+
+int agent_stream_error_decode(const uint8_t *payload, uint32_t len, struct sbx_error *err)
+{
+        return decode_agent_err(payload, len, err);
 }

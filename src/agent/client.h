@@ -49,8 +49,11 @@ struct agent_cmd {
         size_t argc;
         const char *const *env; /* "KEY=VALUE", override the defaults */
         size_t envc;
-        const char *cwd;     /* NULL: /workspace; relative: against it */
-        bool stdin_pipe;     /* spawn: give it a stdin pipe */
+        const char *cwd;   /* NULL: /workspace; relative: against it */
+        bool stdin_pipe;   /* spawn: give it a stdin pipe */
+        bool lossless;     /* spawn: its output waits for a reader */
+        unsigned pty_cols; /* spawn: both > 0: on a terminal of this size */
+        unsigned pty_rows;
         uint64_t max_output; /* exec: bytes kept per stream; 0 = 1 MiB */
 };
 
@@ -83,6 +86,8 @@ struct agent_proc_status {
         bool exec;
         bool timed_out;
         bool truncated;
+        bool pty;      /* on a terminal */
+        bool lossless; /* spawned lossless */
 };
 
 struct agent_poll_result {
@@ -151,6 +156,28 @@ int agent_set_hostname(const struct agent_peer *peer, const char *name, struct s
 int agent_quiesce(const struct agent_peer *peer, struct sbx_error *err);
 /* An O_PATH fd of the sandbox's "/" (from sandbox-init, over SCM_RIGHTS). */
 int agent_root(const struct agent_peer *peer, int *ret_fd, struct sbx_error *err);
+/* A terminal's new size (AGENT_REQ_RESIZE). */
+int agent_resize(const struct agent_peer *peer, const char *proc_id, unsigned cols, unsigned rows,
+                 struct sbx_error *err);
+
+/* Streams (proto.h, "streams"): the answer to AGENT_REQ_STREAM. */
+struct agent_stream_start {
+        struct agent_proc_status status;
+        uint64_t from[2];    /* where the stream starts, stdout and stderr */
+        uint64_t dropped[2]; /* asked for, but no longer held */
+};
+/* Ask for p's stream from the offsets; on success *ret_fd is the
+ * connection (non-blocking), which carries stream frames from now on. */
+int agent_stream_open(const struct agent_peer *peer, const char *proc_id, uint64_t stdout_from,
+                      uint64_t stderr_from, int *ret_fd, struct agent_stream_start *ret,
+                      struct sbx_error *err);
+void agent_stream_start_free(struct agent_stream_start *s);
+/* An EXIT frame's payload: the exited status and the next offsets. */
+int agent_stream_exit_decode(const uint8_t *payload, uint32_t len, struct agent_proc_status *st,
+                             uint64_t next[2]);
+/* An ERROR frame's payload, as the mapped -errno with err set. */
+int agent_stream_error_decode(const uint8_t *payload, uint32_t len, struct sbx_error *err);
+
 /* Answers once all of data is in the process's stdin pipe; close: close it
  * afterwards. timeout_ms > 0: the agent gives up when the process has not
  * taken it all by then: -ETIME, *ret_written (may be NULL) the bytes of

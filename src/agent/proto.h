@@ -37,9 +37,12 @@
 #define AGENT_RING_SIZE (1u << 20)          /* newest bytes kept per stream */
 #define AGENT_EXEC_MAX_OUTPUT (1u << 20)    /* exec: bytes kept per stream */
 #define AGENT_MAX_WAIT_MS 30000
-#define AGENT_MAX_ARGV 4096  /* command words of an EXEC / SPAWN */
-#define AGENT_MAX_ENV 4096   /* environment variables of one */
-#define AGENT_PROC_ID_MAX 64 /* bytes of a process id */
+#define AGENT_MAX_ARGV 4096                 /* command words of an EXEC / SPAWN */
+#define AGENT_MAX_ENV 4096                  /* environment variables of one */
+#define AGENT_PROC_ID_MAX 64                /* bytes of a process id */
+#define AGENT_LOSSLESS_RING_SIZE (4u << 20) /* kept per stream of a lossless process */
+#define AGENT_STREAM_WINDOW (256u << 10)    /* read ahead of the slowest stream reader */
+#define AGENT_PTY_MAX 4096                  /* columns, rows of a terminal */
 
 /* The process-id grammar, [A-Za-z0-9-]{1,64}: the daemon checks it before
  * it asks the agent, so an id the agent could never have made is answered
@@ -78,6 +81,9 @@ enum agent_msg_type {
                                   * listener and removes its socket, until a file `resume`
                                   * appears beside it (src/init/quiesce.c): a runtime can then
                                   * save the sandbox with nothing of the host open in it */
+        AGENT_REQ_STREAM = 12,   /* {PROC_ID, STDOUT_FROM?, STDERR_FROM?} -> OK stream start,
+                                  * then stream frames until the end: see "streams" below */
+        AGENT_REQ_RESIZE = 13,   /* {PROC_ID, PTY_COLS, PTY_ROWS} -> OK {} ; a terminal's size */
 
         /* responses, agent -> daemon */
         AGENT_RESP_OK = 0x100,
@@ -99,6 +105,9 @@ enum agent_tag {
         AGENT_T_DATA = 12,       /* bytes */
         AGENT_T_CLOSE = 13,      /* bool */
         AGENT_T_HOSTNAME = 14,   /* string, 1..64 bytes of [A-Za-z0-9.-] */
+        AGENT_T_PTY_COLS = 15,   /* u64, 1..AGENT_PTY_MAX; with PTY_ROWS: spawn on a terminal */
+        AGENT_T_PTY_ROWS = 16,   /* u64, 1..AGENT_PTY_MAX */
+        AGENT_T_LOSSLESS = 17,   /* bool: spawn whose output waits for a reader; in a status */
 
         AGENT_T_EXIT_CODE = 20,      /* u64 holding an int32 (code, or 128+signal) */
         AGENT_T_STDOUT = 21,         /* bytes */
@@ -117,6 +126,7 @@ enum agent_tag {
         AGENT_T_VERSION = 34,        /* string */
         AGENT_T_EXEC = 35,           /* bool: a process status is an exec's record */
         AGENT_T_WRITTEN = 36,        /* u64: bytes of a STDIN request's DATA written */
+        AGENT_T_PTY = 37,            /* bool: a process status is a terminal's */
 
         AGENT_T_ERR_CODE = 40, /* u64, enum agent_err */
         AGENT_T_MESSAGE = 41,  /* string, for humans */
@@ -158,6 +168,65 @@ enum agent_err {
  *   unanswered, when the request's connection goes away first: nothing
  *   queued outlives its request. One write per process at a time: a STDIN
  *   while another is pending is ERR STATE. */
+
+/* streams: a STREAM request is answered OK with the process status and
+ *   STDOUT_FROM, STDERR_FROM (where the stream starts: the asked offset, or
+ *   the oldest byte still held) and STDOUT_DROPPED, STDERR_DROPPED (what lies
+ *   between). From then on the connection carries stream frames, not agent
+ *   frames, and takes no more requests: a 16-byte head (type u8, three zero
+ *   bytes, length u32 big-endian, offset u64 big-endian), then length bytes.
+ *   This is the framing the daemon serves to HTTP clients (docs/api.md),
+ *   so it passes data frames through untouched:
+ *     STDOUT, STDERR  bytes of a stream; offset is that of the first byte
+ *     EXIT    payload: agent fields, the exited status and STDOUT_NEXT,
+ *             STDERR_NEXT; sent once every byte was, then PID 1 closes
+ *     ERROR   payload: agent fields ERR_CODE, MESSAGE; then PID 1 closes
+ *   While a stream is attached, PID 1 reads a process's pipe at most
+ *   AGENT_STREAM_WINDOW bytes ahead of what the slowest attached stream
+ *   was sent; a lossless process is held so from its first byte, and keeps
+ *   that hold where the last reader left it. */
+enum agent_stream_type {
+        AGENT_SF_START = 1, /* the daemon's, made from the OK answer */
+        AGENT_SF_STDOUT = 2,
+        AGENT_SF_STDERR = 3,
+        AGENT_SF_EXIT = 4,
+        AGENT_SF_ERROR = 5,
+        AGENT_SF_KEEPALIVE = 6, /* the daemon's, after 15 s of nothing */
+};
+#define AGENT_SF_HEAD 16
+#define AGENT_SF_MAX_LEN (8u << 20)    /* the longest frame either side may send */
+#define AGENT_SF_DATA_MAX (256u << 10) /* the longest data frame PID 1 sends */
+
+static inline void agent_sf_head_encode(uint8_t out[AGENT_SF_HEAD], uint8_t type, uint32_t len,
+                                        uint64_t offset)
+{
+        out[0] = type;
+        out[1] = out[2] = out[3] = 0;
+        for (int i = 0; i < 4; i++)
+                out[4 + i] = (uint8_t)(len >> (24 - 8 * i));
+        for (int i = 0; i < 8; i++)
+                out[8 + i] = (uint8_t)(offset >> (56 - 8 * i));
+}
+
+/* -EPROTO for a head with non-zero padding or a length past the cap. */
+static inline int agent_sf_head_decode(const uint8_t in[AGENT_SF_HEAD], uint8_t *ret_type,
+                                       uint32_t *ret_len, uint64_t *ret_offset)
+{
+        uint32_t len = 0;
+        uint64_t off = 0;
+        if (in[1] || in[2] || in[3])
+                return -EPROTO;
+        for (int i = 0; i < 4; i++)
+                len = len << 8 | in[4 + i];
+        for (int i = 0; i < 8; i++)
+                off = off << 8 | in[8 + i];
+        if (len > AGENT_SF_MAX_LEN)
+                return -EPROTO;
+        *ret_type = in[0];
+        *ret_len = len;
+        *ret_offset = off;
+        return 0;
+}
 
 /* ---- encoding ---- */
 struct agent_msg {

@@ -96,17 +96,58 @@ static int parse_env(json_t *body, struct api_cmd *h, size_t *total, struct api_
         return 0;
 }
 
-static int parse_stdin(json_t *body, struct api_cmd *h, struct api_resp *resp)
+/* An optional boolean member; absent or null is false. */
+static int parse_flag(json_t *body, const char *key, bool *ret, struct api_resp *resp)
 {
-        json_t *in = json_object_get(body, "stdin");
-        if (!in || json_is_null(in))
+        json_t *v = json_object_get(body, key);
+        *ret = false;
+        if (!v || json_is_null(v))
                 return 0;
-        if (!json_is_boolean(in)) {
-                api_error(resp, 400, "invalid_argument", "stdin: expected a boolean");
+        if (!json_is_boolean(v)) {
+                api_error(resp, 400, "invalid_argument", "%s: expected a boolean", key);
                 return -1;
         }
-        h->cmd.stdin_pipe = json_is_true(in);
+        *ret = json_is_true(v);
         return 0;
+}
+
+static int pty_dim(json_t *obj, const char *key, const char *what, unsigned *ret,
+                   struct api_resp *resp)
+{
+        json_t *v = json_object_get(obj, key);
+        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+            json_integer_value(v) > AGENT_PTY_MAX) {
+                api_error(resp, 400, "invalid_argument", "%s.%s: expected an integer from 1 to %d",
+                          what, key, AGENT_PTY_MAX);
+                return -1;
+        }
+        *ret = (unsigned)json_integer_value(v);
+        return 0;
+}
+
+int api_pty_size(json_t *v, const char *what, unsigned *ret_cols, unsigned *ret_rows,
+                 struct api_resp *resp)
+{
+        if (!json_is_object(v)) {
+                api_error(resp, 400, "invalid_argument", "%s: expected an object {cols, rows}",
+                          what);
+                return -1;
+        }
+        if (pty_dim(v, "cols", what, ret_cols, resp) < 0 ||
+            pty_dim(v, "rows", what, ret_rows, resp) < 0)
+                return -1;
+        return 0;
+}
+
+int api_spawn_parse(json_t *body, struct api_cmd *h, struct api_resp *resp)
+{
+        if (parse_flag(body, "stdin", &h->cmd.stdin_pipe, resp) < 0 ||
+            parse_flag(body, "lossless", &h->cmd.lossless, resp) < 0)
+                return -1;
+        json_t *pty = json_object_get(body, "pty");
+        if (!pty || json_is_null(pty))
+                return 0;
+        return api_pty_size(pty, "pty", &h->cmd.pty_cols, &h->cmd.pty_rows, resp);
 }
 
 int api_cmd_parse(json_t *body, struct api_cmd *h, struct api_resp *resp)
@@ -122,5 +163,5 @@ int api_cmd_parse(json_t *body, struct api_cmd *h, struct api_resp *resp)
                           API_CMD_MAX_BYTES);
                 return -1;
         }
-        return parse_stdin(body, h, resp);
+        return 0;
 }

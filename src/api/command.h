@@ -26,4 +26,11 @@ struct api_cmd {
 /* 0 with h->cmd filled (valid while body lives; free with api_cmd_free,
  * on failure too), or -1 with resp set. */
 int api_cmd_parse(json_t *body, struct api_cmd *h, struct api_resp *resp);
+/* A SpawnRequest's own members: `stdin`, `lossless`, `pty`. 0 or -1 with
+ * resp set. */
+int api_spawn_parse(json_t *body, struct api_cmd *h, struct api_resp *resp);
+/* A terminal's size {cols, rows}, each 1 to AGENT_PTY_MAX; what names it
+ * in the message. 0 or -1 with resp set. */
+int api_pty_size(json_t *v, const char *what, unsigned *ret_cols, unsigned *ret_rows,
+                 struct api_resp *resp);
 void api_cmd_free(struct api_cmd *h);

@@ -16,7 +16,7 @@
 /* How long a stdin write waits for the process to take its bytes. */
 #define STDIN_TIMEOUT_MS 10000
 
-static json_t *parse_body(struct api_req *req, struct api_resp *resp)
+json_t *dataplane_parse_body(struct api_req *req, struct api_resp *resp)
 {
         json_error_t jerr;
         json_t *j = req->body.len
@@ -41,8 +41,8 @@ static json_t *text_json(const uint8_t *data, size_t len)
 }
 
 /* An agent call failed: the agent's error, or a sandbox lost meanwhile. */
-static void agent_failure(struct sandbox *sb, int r, const struct sbx_error *err,
-                          struct api_resp *resp)
+void dataplane_agent_failure(struct sandbox *sb, int r, const struct sbx_error *err,
+                             struct api_resp *resp)
 {
         if (mgr_sandbox_gone(sb)) {
                 struct sbx_error gone = {0};
@@ -58,7 +58,7 @@ static void agent_failure(struct sandbox *sb, int r, const struct sbx_error *err
 /* Connecting failed because nothing listens any more: the agent died (it
  * was killed, or the host rebooted under a running daemon). Restart the
  * sandbox on its files and let the caller try once more. */
-static bool should_retry(struct api *a, struct sandbox *sb, int r)
+bool dataplane_should_retry(struct api *a, struct sandbox *sb, int r)
 {
         if (r != -ECONNREFUSED)
                 return false;
@@ -66,7 +66,7 @@ static bool should_retry(struct api *a, struct sandbox *sb, int r)
         return mgr_recover(a->mgr, sb, &err) == 0;
 }
 
-static json_t *status_json(const struct agent_proc_status *st)
+json_t *dataplane_status_json(const struct agent_proc_status *st)
 {
         char started[32];
         format_rfc3339(st->started_at, started);
@@ -82,6 +82,10 @@ static json_t *status_json(const struct agent_proc_status *st)
                 json_object_set_new(j, "exitCode", json_integer(st->exit_code));
                 json_object_set_new(j, "exitedAt", json_string(exited));
         }
+        if (j && st->pty)
+                json_object_set_new(j, "pty", json_true());
+        if (j && st->lossless)
+                json_object_set_new(j, "lossless", json_true());
         if (j && st->exec) { /* an exec whose answer was lost */
                 json_object_set_new(j, "exec", json_true());
                 json_object_set_new(j, "timedOut", json_boolean(st->timed_out));
@@ -95,7 +99,7 @@ void dataplane_exec(struct api_call *c, struct api_resp *resp)
         struct api *a = c->a;
         struct api_req *req = c->req;
         struct sandbox *sb = c->sb;
-        json_t *body = parse_body(req, resp);
+        json_t *body = dataplane_parse_body(req, resp);
         if (!body)
                 return;
         struct api_cmd h;
@@ -110,21 +114,23 @@ void dataplane_exec(struct api_call *c, struct api_resp *resp)
                 }
                 timeout = json_integer_value(t);
         }
-        if (api_cmd_parse(body, &h, resp) < 0) {
+        if (api_cmd_parse(body, &h, resp) < 0 || api_spawn_parse(body, &h, resp) < 0) {
                 api_cmd_free(&h);
                 json_decref(body);
                 return;
         }
-        h.cmd.stdin_pipe = false;
+        /* What only a spawn takes is checked, and means nothing here. */
+        h.cmd.stdin_pipe = h.cmd.lossless = false;
+        h.cmd.pty_cols = h.cmd.pty_rows = 0;
         struct agent_exec_result res = {0};
         struct sbx_error err = {0};
         int r = agent_exec(mgr_agent(sb), &h.cmd, timeout, &res, &err);
-        if (r < 0 && should_retry(a, sb, r))
+        if (r < 0 && dataplane_should_retry(a, sb, r))
                 r = agent_exec(mgr_agent(sb), &h.cmd, timeout, &res, &err);
         api_cmd_free(&h);
         json_decref(body);
         if (r < 0) {
-                agent_failure(sb, r, &err, resp);
+                dataplane_agent_failure(sb, r, &err, resp);
                 return;
         }
         atomic_fetch_add(&a->metrics.execs, 1);
@@ -141,11 +147,11 @@ void dataplane_spawn(struct api_call *c, struct api_resp *resp)
         struct api *a = c->a;
         struct api_req *req = c->req;
         struct sandbox *sb = c->sb;
-        json_t *body = parse_body(req, resp);
+        json_t *body = dataplane_parse_body(req, resp);
         if (!body)
                 return;
         struct api_cmd h;
-        if (api_cmd_parse(body, &h, resp) < 0) {
+        if (api_cmd_parse(body, &h, resp) < 0 || api_spawn_parse(body, &h, resp) < 0) {
                 api_cmd_free(&h);
                 json_decref(body);
                 return;
@@ -153,15 +159,15 @@ void dataplane_spawn(struct api_call *c, struct api_resp *resp)
         struct agent_proc_status st = {0};
         struct sbx_error err = {0};
         int r = agent_spawn(mgr_agent(sb), &h.cmd, &st, &err);
-        if (r < 0 && should_retry(a, sb, r))
+        if (r < 0 && dataplane_should_retry(a, sb, r))
                 r = agent_spawn(mgr_agent(sb), &h.cmd, &st, &err);
         api_cmd_free(&h);
         json_decref(body);
         if (r < 0) {
-                agent_failure(sb, r, &err, resp);
+                dataplane_agent_failure(sb, r, &err, resp);
                 return;
         }
-        api_json(resp, 200, status_json(&st));
+        api_json(resp, 200, dataplane_status_json(&st));
         agent_proc_status_free(&st);
 }
 
@@ -172,21 +178,21 @@ void dataplane_list(struct api_call *c, struct api_resp *resp)
         struct agent_proc_list l = {0};
         struct sbx_error err = {0};
         int r = agent_list(mgr_agent(sb), &l, &err);
-        if (r < 0 && should_retry(a, sb, r))
+        if (r < 0 && dataplane_should_retry(a, sb, r))
                 r = agent_list(mgr_agent(sb), &l, &err);
         if (r < 0) {
-                agent_failure(sb, r, &err, resp);
+                dataplane_agent_failure(sb, r, &err, resp);
                 return;
         }
         json_t *arr = json_array();
         for (size_t i = 0; i < l.n; i++)
-                json_array_append_new(arr, status_json(&l.procs[i]));
+                json_array_append_new(arr, dataplane_status_json(&l.procs[i]));
         agent_proc_list_free(&l);
         api_json(resp, 200, json_pack("{s:o}", "processes", arr));
 }
 
 /* A query offset: a non-negative decimal integer, default 0. */
-static int query_u64(struct api_req *req, const char *key, uint64_t max, uint64_t *ret)
+int dataplane_query_u64(struct api_req *req, const char *key, uint64_t max, uint64_t *ret)
 {
         const char *v = api_query(req, key);
         *ret = 0;
@@ -215,12 +221,12 @@ void dataplane_poll(struct api_call *c, struct api_resp *resp)
         struct sandbox *sb = c->sb;
         const char *id = c->id;
         uint64_t out_from, err_from, wait;
-        if (query_u64(req, "stdoutFrom", INT64_MAX, &out_from) < 0 ||
-            query_u64(req, "stderrFrom", INT64_MAX, &err_from) < 0) {
+        if (dataplane_query_u64(req, "stdoutFrom", INT64_MAX, &out_from) < 0 ||
+            dataplane_query_u64(req, "stderrFrom", INT64_MAX, &err_from) < 0) {
                 api_error(resp, 400, "invalid_argument", "bad stdoutFrom / stderrFrom");
                 return;
         }
-        if (query_u64(req, "waitMs", AGENT_MAX_WAIT_MS, &wait) < 0) {
+        if (dataplane_query_u64(req, "waitMs", AGENT_MAX_WAIT_MS, &wait) < 0) {
                 api_error(resp, 400, "invalid_argument", "waitMs: an integer from 0 to %d",
                           AGENT_MAX_WAIT_MS);
                 return;
@@ -228,13 +234,13 @@ void dataplane_poll(struct api_call *c, struct api_resp *resp)
         struct agent_poll_result p = {0};
         struct sbx_error err = {0};
         int r = agent_poll(mgr_agent(sb), id, out_from, err_from, (int)wait, &p, &err);
-        if (r < 0 && should_retry(a, sb, r))
+        if (r < 0 && dataplane_should_retry(a, sb, r))
                 r = agent_poll(mgr_agent(sb), id, out_from, err_from, (int)wait, &p, &err);
         if (r < 0) {
-                agent_failure(sb, r, &err, resp);
+                dataplane_agent_failure(sb, r, &err, resp);
                 return;
         }
-        json_t *j = status_json(&p.status);
+        json_t *j = dataplane_status_json(&p.status);
         json_object_set_new(j, "stdoutNext", json_integer((json_int_t)p.out_next));
         json_object_set_new(j, "stderrNext", json_integer((json_int_t)p.err_next));
         json_object_set_new(j, "stdoutDropped", json_integer((json_int_t)p.out_dropped));
@@ -252,7 +258,7 @@ void dataplane_signal(struct api_call *c, struct api_resp *resp)
         const char *name = "TERM";
         json_t *body = NULL;
         if (req->body.len) {
-                if (!(body = parse_body(req, resp)))
+                if (!(body = dataplane_parse_body(req, resp)))
                         return;
                 json_t *s = json_object_get(body, "signal");
                 if (s && !json_is_null(s)) {
@@ -274,10 +280,10 @@ void dataplane_signal(struct api_call *c, struct api_resp *resp)
         }
         struct sbx_error err = {0};
         int r = agent_signal(mgr_agent(sb), id, sig, &err);
-        if (r < 0 && should_retry(a, sb, r))
+        if (r < 0 && dataplane_should_retry(a, sb, r))
                 r = agent_signal(mgr_agent(sb), id, sig, &err);
         if (r < 0)
-                agent_failure(sb, r, &err, resp);
+                dataplane_agent_failure(sb, r, &err, resp);
         else
                 api_no_content(resp);
 }
@@ -289,10 +295,10 @@ void dataplane_kill(struct api_call *c, struct api_resp *resp)
         const char *id = c->id;
         struct sbx_error err = {0};
         int r = agent_kill(mgr_agent(sb), id, &err);
-        if (r < 0 && should_retry(a, sb, r))
+        if (r < 0 && dataplane_should_retry(a, sb, r))
                 r = agent_kill(mgr_agent(sb), id, &err);
         if (r < 0)
-                agent_failure(sb, r, &err, resp);
+                dataplane_agent_failure(sb, r, &err, resp);
         else
                 api_no_content(resp);
 }
@@ -322,7 +328,7 @@ void dataplane_stdin(struct api_call *c, struct api_resp *resp)
                 return;
         }
         if (r < 0)
-                agent_failure(sb, r, &err, resp);
+                dataplane_agent_failure(sb, r, &err, resp);
         else
                 api_no_content(resp);
 }

@@ -181,7 +181,16 @@ static enum MHD_Result respond(struct api *a, struct api_req *req, struct api_re
 {
         struct MHD_Response *r;
         uint64_t out_len = resp->body.len;
-        if (resp->body_fd >= 0) {
+        if (resp->source.read) {
+                buf_free(&resp->body);
+                r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, resp->source.block,
+                                                      resp->source.read, resp->source.cls,
+                                                      resp->source.free);
+                if (!r)
+                        resp->source.free(resp->source.cls);
+                resp->source = (struct api_body_source){0};
+                out_len = 0; /* counted as it goes */
+        } else if (resp->body_fd >= 0) {
                 buf_free(&resp->body);
                 out_len = resp->body_fd_len;
                 r = file_response(resp->body_fd, resp->body_fd_len);

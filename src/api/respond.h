@@ -8,8 +8,21 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "../common/util.h"
+
+/* A body of unknown length, produced as it is sent (a process's stream):
+ * read is called from the connection's thread whenever the client can take
+ * more, and may block; it returns bytes put in buf (> 0), or libmicrohttpd's
+ * end-of-stream (-1) or end-with-error (-2, the connection is cut). free is
+ * called once, however the response ends (or when it was never sent). */
+struct api_body_source {
+        ssize_t (*read)(void *cls, uint64_t pos, char *buf, size_t max);
+        void (*free)(void *cls);
+        void *cls;
+        size_t block; /* the buffer size to ask for */
+};
 
 struct api_resp {
         unsigned status;
@@ -17,7 +30,8 @@ struct api_resp {
         struct buf body; /* JSON or raw bytes */
         int body_fd;     /* >= 0: send this file instead (owned) */
         uint64_t body_fd_len;
-        char retry_after[24]; /* Retry-After header when set */
+        struct api_body_source source; /* read set: send this instead (owned) */
+        char retry_after[24];          /* Retry-After header when set */
 };
 
 /* Set resp to the API's error body {"error":{"code","message"}}. */

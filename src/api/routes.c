@@ -62,6 +62,8 @@ static const struct api_route routes[] = {
         { "DELETE", EP "/processes/{id}",        CREDENTIAL, HELD,     BODY,     dataplane_kill },
         { "POST",   EP "/processes/{id}/signal", CREDENTIAL, HELD,     BODY,     dataplane_signal },
         { "POST",   EP "/processes/{id}/stdin",  CREDENTIAL, HELD,     BODY,     dataplane_stdin },
+        { "GET",    EP "/processes/{id}/stream", CREDENTIAL, HELD,     BODY,     dataplane_stream },
+        { "POST",   EP "/processes/{id}/resize", CREDENTIAL, HELD,     BODY,     dataplane_resize },
         { "POST",   EP "/checkpoint",            CREDENTIAL, HELD,     BODY,     dataplane_checkpoint },
         { "POST",   EP "/fork",                  CREDENTIAL, HELD,     BODY,     dataplane_fork },
         { "GET",    EP "/files",                 CREDENTIAL, HELD,     BODY,     files_read },

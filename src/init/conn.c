@@ -45,6 +45,8 @@ static void conn_close(struct init_ctx *ctx, struct conn *c)
         /* A write to stdin nobody waits for any more: drop its rest. */
         if (c->held == HELD_STDIN && c->held_proc)
                 proc_stdin_abandon(ctx, c->held_proc, c);
+        /* A reader gone: its hold on the pipes goes with it. */
+        stream_detach(ctx, c);
         conn_unhold(c);
         loop_unwatch(ctx, c->fd);
         close(c->fd);
@@ -133,7 +135,7 @@ static bool conn_flush(struct init_ctx *ctx, struct conn *c)
                 c->out.len = 0;
                 if (c->answer_of)
                         proc_exec_answered(ctx, c->answer_of, true);
-                if (c->out.cap > 64 * 1024)
+                if (c->out.cap > 64 * 1024 && c->held != HELD_STREAM)
                         buf_free(&c->out); /* do not sit on a big answer's memory */
                 if (c->closing) {
                         conn_close(ctx, c);
@@ -155,40 +157,46 @@ static void conn_schedule(struct init_ctx *ctx, struct conn *c)
         ctx->ready = c;
 }
 
-static void conn_queue_reply(struct init_ctx *ctx, struct conn *c, const uint8_t *head,
-                             const void *payload, size_t len)
+bool conn_send_iov(struct init_ctx *ctx, struct conn *c, const struct iovec *iov, int n)
 {
         size_t sent = 0;
 
+        if (c->dead)
+                return false;
         if (c->out_off == c->out.len) {
-                /* Nothing queued: try to send straight from the message. */
-                struct iovec iov[2] = {{(void *)head, AGENT_HEADER_SIZE}, {(void *)payload, len}};
-                struct msghdr mh = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
-                ssize_t n;
+                /* Nothing queued: try to send straight from the caller's. */
+                struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n};
+                ssize_t r;
                 do
-                        n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-                while (n < 0 && errno == EINTR);
-                if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+                        r = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+                while (r < 0 && errno == EINTR);
+                if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
                         conn_close(ctx, c);
-                        return;
+                        return false;
                 }
-                sent = n > 0 ? (size_t)n : 0;
+                sent = r > 0 ? (size_t)r : 0;
         }
-        size_t total = AGENT_HEADER_SIZE + len;
-        if (sent < AGENT_HEADER_SIZE &&
-            buf_append(&c->out, head + sent, AGENT_HEADER_SIZE - sent) < 0)
-                goto oom;
-        if (sent < total) {
-                size_t skip = sent > AGENT_HEADER_SIZE ? sent - AGENT_HEADER_SIZE : 0;
-                if (buf_append(&c->out, (const uint8_t *)payload + skip, len - skip) < 0)
-                        goto oom;
+        for (int i = 0; i < n; i++) {
+                size_t skip = MIN(sent, iov[i].iov_len);
+                sent -= skip;
+                if (skip < iov[i].iov_len &&
+                    buf_append(&c->out, (const uint8_t *)iov[i].iov_base + skip,
+                               iov[i].iov_len - skip) < 0) {
+                        conn_close(ctx, c); /* the client sees EOF, not half a frame */
+                        return false;
+                }
         }
         if (!conn_flush(ctx, c))
-                return;
+                return false;
         conn_update_events(ctx, c);
-        return;
-oom:
-        conn_close(ctx, c); /* the client sees EOF instead of half a frame */
+        return true;
+}
+
+static void conn_queue_reply(struct init_ctx *ctx, struct conn *c, const uint8_t *head,
+                             const void *payload, size_t len)
+{
+        struct iovec iov[2] = {{(void *)head, AGENT_HEADER_SIZE}, {(void *)payload, len}};
+        conn_send_iov(ctx, c, iov, len ? 2 : 1);
 }
 
 void conn_reply(struct init_ctx *ctx, struct conn *c, const struct agent_msg *m)
@@ -360,6 +368,11 @@ void conn_on_event(struct init_ctx *ctx, struct conn *c, uint32_t events)
         }
         if ((events & EPOLLOUT) && !conn_flush(ctx, c))
                 return;
+        if (c->held == HELD_STREAM && c->out_off == c->out.len) {
+                stream_pump(ctx, c); /* the socket took what waited: more */
+                if (c->dead)
+                        return;
+        }
         if ((events & EPOLLIN) && !conn_read(ctx, c))
                 return;
         if (events & (EPOLLHUP | EPOLLRDHUP)) {

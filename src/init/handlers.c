@@ -11,6 +11,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -39,7 +41,7 @@ static int put_argv(struct agent_msg *m, const struct proc *p, size_t budget)
         return 0;
 }
 
-static int put_status(struct agent_msg *m, const struct proc *p, size_t argv_budget)
+int proc_put_status(struct agent_msg *m, const struct proc *p, size_t argv_budget)
 {
         int r;
         if ((r = agent_put_str(m, AGENT_T_PROC_ID, p->id)) < 0 ||
@@ -50,6 +52,9 @@ static int put_status(struct agent_msg *m, const struct proc *p, size_t argv_bud
         if (p->exited &&
             ((r = agent_put_u64(m, AGENT_T_EXIT_CODE, (uint64_t)(int64_t)p->exit_code)) < 0 ||
              (r = agent_put_u64(m, AGENT_T_EXITED_AT, (uint64_t)p->exited_at)) < 0))
+                return r;
+        if ((p->pty && (r = agent_put_bool(m, AGENT_T_PTY, true)) < 0) ||
+            (p->lossless && (r = agent_put_bool(m, AGENT_T_LOSSLESS, true)) < 0))
                 return r;
         if (p->is_exec && ((r = agent_put_bool(m, AGENT_T_EXEC, true)) < 0 ||
                            (r = agent_put_bool(m, AGENT_T_TIMED_OUT, p->timed_out)) < 0 ||
@@ -73,7 +78,7 @@ static void reply_status(struct init_ctx *ctx, struct conn *c, const struct proc
 {
         struct agent_msg m;
         agent_msg_init(&m, AGENT_RESP_OK);
-        reply_built(ctx, c, &m, put_status(&m, p, STATUS_ARGV_BUDGET));
+        reply_built(ctx, c, &m, proc_put_status(&m, p, STATUS_ARGV_BUDGET));
 }
 
 /* The part of stream i a poll from offset `from` gets (see API.md). */
@@ -139,7 +144,7 @@ static void reply_poll(struct init_ctx *ctx, struct conn *c, const struct proc *
         int r;
 
         agent_msg_init(&m, AGENT_RESP_OK);
-        if ((r = put_status(&m, p, STATUS_ARGV_BUDGET)) >= 0 &&
+        if ((r = proc_put_status(&m, p, STATUS_ARGV_BUDGET)) >= 0 &&
             (r = put_chunk(&m, p, 0, from[0])) >= 0)
                 r = put_chunk(&m, p, 1, from[1]);
         reply_built(ctx, c, &m, r);
@@ -212,6 +217,7 @@ void handlers_proc_exited(struct init_ctx *ctx, struct proc *p)
 {
         if (p->listed) {
                 handlers_proc_changed(ctx, p);
+                stream_proc_changed(ctx, p);
                 return;
         }
         /* An exec whose requester waits: answer it. Once the answer is out
@@ -251,6 +257,15 @@ static void handle_start(struct init_ctx *ctx, struct conn *c, struct req *rq, b
                 conn_reply_err(ctx, c, AGENT_E_INVALID, "the command is empty");
                 return;
         }
+        bool terminal = rq->pty_cols || rq->pty_rows;
+        if (terminal && (is_exec || rq->pty_cols == 0 || rq->pty_rows == 0 ||
+                         rq->pty_cols > AGENT_PTY_MAX || rq->pty_rows > AGENT_PTY_MAX)) {
+                conn_reply_err(ctx, c, AGENT_E_INVALID,
+                               is_exec ? "an exec takes no terminal"
+                                       : "a terminal's cols and rows are each 1 to %d",
+                               AGENT_PTY_MAX);
+                return;
+        }
         if (ctx->n_running >= AGENT_MAX_PROCS) {
                 conn_reply_err(ctx, c, AGENT_E_CAP, "at most %d processes may be running",
                                AGENT_MAX_PROCS);
@@ -267,6 +282,9 @@ static void handle_start(struct init_ctx *ctx, struct conn *c, struct req *rq, b
             .cwd = cwd,
             .stdin_pipe = !is_exec && rq->stdin_pipe,
             .is_exec = is_exec,
+            .lossless = !is_exec && rq->lossless,
+            .pty_cols = terminal ? (unsigned)rq->pty_cols : 0,
+            .pty_rows = terminal ? (unsigned)rq->pty_rows : 0,
             .timeout_ms = (int64_t)MIN(rq->timeout_ms, (uint64_t)MAX_TIMEOUT_MS),
             .max_output = rq->max_output && rq->max_output < AGENT_EXEC_MAX_OUTPUT
                               ? (size_t)rq->max_output
@@ -297,21 +315,29 @@ static struct proc *lookup(struct init_ctx *ctx, struct conn *c, struct req *rq)
         return p;
 }
 
-static void handle_poll(struct init_ctx *ctx, struct conn *c, struct req *rq)
+/* The offsets a request asks from, each within what the process wrote. */
+static bool offsets_ok(struct init_ctx *ctx, struct conn *c, const struct proc *p,
+                       const uint64_t from[2])
 {
         static const char *names[2] = {"stdout", "stderr"};
-        struct proc *p = lookup(ctx, c, rq);
-        if (!p)
-                return;
         for (int i = 0; i < 2; i++) {
-                if (rq->from[i] > stream_total(&p->out[i])) {
+                if (from[i] > stream_total(&p->out[i])) {
                         conn_reply_err(ctx, c, AGENT_E_INVALID,
                                        "%s offset %llu is past the end of the output (%llu)",
-                                       names[i], (unsigned long long)rq->from[i],
+                                       names[i], (unsigned long long)from[i],
                                        (unsigned long long)stream_total(&p->out[i]));
-                        return;
+                        return false;
                 }
         }
+        return true;
+}
+
+static void handle_poll(struct init_ctx *ctx, struct conn *c, struct req *rq)
+{
+        struct proc *p = lookup(ctx, c, rq);
+        if (!p || !offsets_ok(ctx, c, p, rq->from))
+                return;
+        stream_poll_read(ctx, p, rq->from);
         uint64_t wait = MIN(rq->wait_ms, (uint64_t)AGENT_MAX_WAIT_MS);
         if (wait > 0 && !p->exited && !poll_has_news(p, rq->from)) {
                 c->poll_from[0] = rq->from[0];
@@ -335,7 +361,7 @@ static void handle_list(struct init_ctx *ctx, struct conn *c)
                 if (!p->listed)
                         continue;
                 agent_msg_init(&one, 0);
-                r = put_status(&one, p, budget);
+                r = proc_put_status(&one, p, budget);
                 if (r >= 0)
                         r = agent_put_bytes(&m, AGENT_T_PROC, one.payload.data, one.payload.len);
                 agent_msg_free(&one);
@@ -423,6 +449,57 @@ static void handle_stdin(struct init_ctx *ctx, struct conn *c, struct req *rq)
         proc_stdin_flush(ctx, p);
 }
 
+/* The start answer, then the connection carries the process's frames. */
+static void handle_stream(struct init_ctx *ctx, struct conn *c, struct req *rq)
+{
+        struct proc *p = lookup(ctx, c, rq);
+        uint64_t start[2];
+        struct agent_msg m;
+        int r;
+
+        if (!p || !offsets_ok(ctx, c, p, rq->from))
+                return;
+        for (int i = 0; i < 2; i++)
+                start[i] = MAX(rq->from[i], stream_start(&p->out[i]));
+        agent_msg_init(&m, AGENT_RESP_OK);
+        if ((r = proc_put_status(&m, p, STATUS_ARGV_BUDGET)) < 0 ||
+            (r = agent_put_u64(&m, AGENT_T_STDOUT_FROM, start[0])) < 0 ||
+            (r = agent_put_u64(&m, AGENT_T_STDERR_FROM, start[1])) < 0 ||
+            (r = agent_put_u64(&m, AGENT_T_STDOUT_DROPPED, start[0] - rq->from[0])) < 0 ||
+            (r = agent_put_u64(&m, AGENT_T_STDERR_DROPPED, start[1] - rq->from[1])) < 0) {
+                reply_built(ctx, c, &m, r);
+                return;
+        }
+        reply_built(ctx, c, &m, 0);
+        if (!c->dead)
+                stream_attach(ctx, c, p, start);
+}
+
+static void handle_resize(struct init_ctx *ctx, struct conn *c, struct req *rq)
+{
+        struct proc *p = lookup(ctx, c, rq);
+        if (!p)
+                return;
+        if (rq->pty_cols == 0 || rq->pty_rows == 0 || rq->pty_cols > AGENT_PTY_MAX ||
+            rq->pty_rows > AGENT_PTY_MAX) {
+                conn_reply_err(ctx, c, AGENT_E_INVALID, "cols and rows are each 1 to %d",
+                               AGENT_PTY_MAX);
+                return;
+        }
+        if (!p->pty || p->exited || p->pty_fd < 0) {
+                conn_reply_err(ctx, c, AGENT_E_STATE, "%s %s", p->id,
+                               p->pty ? "has exited" : "has no terminal");
+                return;
+        }
+        struct winsize ws = {.ws_row = (unsigned short)rq->pty_rows,
+                             .ws_col = (unsigned short)rq->pty_cols};
+        if (ioctl(p->pty_fd, TIOCSWINSZ, &ws) < 0) {
+                conn_reply_err(ctx, c, AGENT_E_INTERNAL, "resize: %s", strerror(errno));
+                return;
+        }
+        conn_reply(ctx, c, NULL);
+}
+
 static void handle_ping(struct init_ctx *ctx, struct conn *c)
 {
         struct agent_msg m;
@@ -480,7 +557,7 @@ void handle_request(struct init_ctx *ctx, struct conn *c, uint16_t type, const u
 {
         struct req rq = {0};
 
-        if (type < AGENT_REQ_PING || type > AGENT_REQ_QUIESCE) {
+        if (type < AGENT_REQ_PING || type > AGENT_REQ_RESIZE) {
                 conn_protocol_error(ctx, c, "unknown request type");
                 return;
         }
@@ -507,6 +584,10 @@ void handle_request(struct init_ctx *ctx, struct conn *c, uint16_t type, const u
                 handle_hostname(ctx, c, &rq);
         else if (type == AGENT_REQ_QUIESCE)
                 handle_quiesce(ctx, c);
+        else if (type == AGENT_REQ_STREAM)
+                handle_stream(ctx, c, &rq);
+        else if (type == AGENT_REQ_RESIZE)
+                handle_resize(ctx, c, &rq);
         else
                 handle_stdin(ctx, c, &rq);
         req_free(&rq);

@@ -6,6 +6,7 @@
  *   handlers.c one function per request type (proto.h)
  *   proc.c     the process table: fork/exec, pipes, reaping, stdin
  *   ring.c     output rings and the UTF-8 boundary rule
+ *   stream.c   STREAM readers: frames out, backpressure on the pipes
  *   guard.c    --guard: the workload's own pid namespace and its PID 1
  *
  * Object lifetime: an event batch from epoll_wait may still hold pointers to
@@ -37,7 +38,7 @@ struct watch {
         int index;   /* W_STREAM: 0 stdout, 1 stderr */
 };
 
-enum held_kind { HELD_NONE, HELD_EXEC, HELD_POLL, HELD_STDIN };
+enum held_kind { HELD_NONE, HELD_EXEC, HELD_POLL, HELD_STDIN, HELD_STREAM };
 
 struct proc;
 
@@ -69,6 +70,8 @@ struct conn {
         uint64_t poll_from[2];
         uint64_t stdin_start, stdin_target; /* the write's bytes: [start, target) of in_queued */
         struct proc *answer_of;             /* the exec whose answer is in out */
+        uint64_t spos[2];                   /* HELD_STREAM: the next byte to send per stream */
+        int snext;                          /* ... and which stream goes first next time */
 
         struct conn *rnext; /* in ctx->ready */
         bool in_ready;
@@ -81,6 +84,8 @@ struct stream {
         struct ring ring; /* spawned processes */
         struct buf kept;  /* execs: the first max_output bytes */
         bool truncated;
+        bool paused;  /* not watched: held for a reader (stream.c) */
+        bool settled; /* the process exited and the pipe was found empty (or at EOF) */
 };
 
 struct proc {
@@ -90,6 +95,11 @@ struct proc {
         size_t argc;
         char *cwd; /* for the message when it does not exist */
         bool is_exec;
+        bool lossless;    /* output waits for a reader (proto.h, "streams") */
+        bool pty;         /* out[0] and in_fd are a terminal's master */
+        int pty_fd;       /* the master, for resizing */
+        uint64_t keep[2]; /* lossless: what the last reader had been sent */
+        bool pump;        /* its pipes' holds are to be looked at again (stream.c) */
         /* In the table clients see (LIST, POLL, SIGNAL, KILL): every spawned
          * process, and an exec whose requester went away before the whole
          * answer was written (see proto.h). */
@@ -162,6 +172,7 @@ struct init_ctx {
         struct proc *procs_head, *procs_tail;
         unsigned n_running; /* started and not exited: what AGENT_MAX_PROCS caps */
         uint64_t seq, exit_seq;
+        bool pump_any; /* some process has pump set */
 
         struct conn *ready; /* conns whose next frame can now be dispatched */
         struct conn *dead_conns;
@@ -176,13 +187,19 @@ struct proc_spec {
         const char *cwd;
         bool stdin_pipe;
         bool is_exec;
-        int64_t timeout_ms; /* execs */
-        size_t max_output;  /* execs */
+        bool lossless;
+        unsigned pty_cols, pty_rows; /* both > 0: on a terminal */
+        int64_t timeout_ms;          /* execs */
+        size_t max_output;           /* execs */
 };
 
 /* ---- conn.c ---- */
 int conn_accept_all(struct init_ctx *ctx);
 void conn_on_event(struct init_ctx *ctx, struct conn *c, uint32_t events);
+/* Send iov[0..n) as one piece of the byte stream: what the socket does not
+ * take now is queued (and sent on EPOLLOUT). False when c was closed. */
+struct iovec;
+bool conn_send_iov(struct init_ctx *ctx, struct conn *c, const struct iovec *iov, int n);
 /* Queue a reply frame (NULL: an empty OK); the held state is cleared. */
 void conn_reply(struct init_ctx *ctx, struct conn *c, const struct agent_msg *m);
 /* Answer OK with fd attached (SCM_RIGHTS); the caller still owns fd. */
@@ -199,6 +216,8 @@ void conn_run_ready(struct init_ctx *ctx);
 void conn_free_dead(struct init_ctx *ctx);
 
 /* ---- handlers.c ---- */
+/* p's status fields (proto.h), its command cut to argv_budget bytes. */
+int proc_put_status(struct agent_msg *m, const struct proc *p, size_t argv_budget);
 void handle_request(struct init_ctx *ctx, struct conn *c, uint16_t type, const uint8_t *payload,
                     uint32_t len);
 /* Re-evaluate what waits on p after output, exit or a deadline. */
@@ -242,6 +261,11 @@ int proc_start(struct init_ctx *ctx, const struct proc_spec *spec, struct proc *
                struct sbx_error *err);
 struct proc *proc_find(struct init_ctx *ctx, const char *id);
 void proc_on_stream(struct init_ctx *ctx, struct proc *p, int index);
+/* Read stream index now, up to what its hold allows; true when anything
+ * changed (data or EOF). */
+bool proc_stream_read(struct init_ctx *ctx, struct proc *p, int index);
+/* Watch a paused stream's pipe again. */
+void proc_stream_resume(struct init_ctx *ctx, struct proc *p, int index);
 /* The retained bytes of a stream are [stream_start, stream_total) of its
  * offsets (bytes since the process started): a ring's newest, or an exec's
  * first max_output. */
@@ -267,6 +291,27 @@ void proc_stdin_flush(struct init_ctx *ctx, struct proc *p);
  * dropped, its close with it. Returns how many of its bytes were written. */
 uint64_t proc_stdin_abandon(struct init_ctx *ctx, struct proc *p, const struct conn *c);
 void proc_on_stdin(struct init_ctx *ctx, struct proc *p);
+
+/* ---- stream.c ---- */
+/* AGENT_REQ_STREAM: answer the start, then c carries p's frames. */
+void stream_attach(struct init_ctx *ctx, struct conn *c, struct proc *p, const uint64_t from[2]);
+/* Send what c may send now: data, then the exit once there is no more. */
+void stream_pump(struct init_ctx *ctx, struct conn *c);
+/* p has new output or exited: every reader of it gets its share. */
+void stream_proc_changed(struct init_ctx *ctx, struct proc *p);
+/* The reader c goes away (its connection closes). */
+void stream_detach(struct init_ctx *ctx, struct conn *c);
+/* p is forgotten: its readers get an ERROR frame and are closed. */
+void stream_proc_gone(struct init_ctx *ctx, struct proc *p, const char *why);
+/* How many bytes of stream i may be read from its pipe now (SIZE_MAX: no
+ * hold). */
+size_t stream_allowance(const struct proc *p, int i);
+/* A poll from `from` counts as having read up to there (lossless). */
+void stream_poll_read(struct init_ctx *ctx, struct proc *p, const uint64_t from[2]);
+/* Mark p's holds to be looked at again, from the loop (no recursion). */
+void stream_mark(struct init_ctx *ctx, struct proc *p);
+/* The loop's part: unpause what may be read again. */
+void stream_run_pumps(struct init_ctx *ctx);
 
 /* ---- main.c ---- */
 /* Change an fd's epoll interest (add when needed). 0 or -errno. */

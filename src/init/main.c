@@ -332,6 +332,7 @@ static int loop_run(struct init_ctx *ctx)
                         dispatch(ctx, &evs[i]);
                 run_timers(ctx);
                 conn_run_ready(ctx);
+                stream_run_pumps(ctx);
                 /* Nothing from this batch points at the dead any more. */
                 conn_free_dead(ctx);
                 proc_free_dead(ctx);

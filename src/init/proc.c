@@ -10,9 +10,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -33,6 +35,7 @@ struct child_report {
 
 struct child_fds {
         int in, out, err, report;
+        bool terminal; /* in = out = err: a terminal's, to be made the controlling one */
 };
 
 static uint8_t io_buf[64 * 1024]; /* single-threaded: one scratch buffer */
@@ -79,8 +82,14 @@ static _Noreturn void child_run(const struct init_ctx *ctx, const struct proc_sp
                 child_fail(report, STAGE_SETUP, -r);
 
         /* Own process group, so that a signal or a timeout reaches every
-         * process the command starts (a shell and its children). */
-        setpgid(0, 0);
+         * process the command starts (a shell and its children). On a
+         * terminal, a session of its own whose controlling tty it is. */
+        if (fds->terminal) {
+                if (setsid() < 0 || ioctl(fds->in, TIOCSCTTY, 0) < 0)
+                        child_fail(report, STAGE_SETUP, errno);
+        } else {
+                setpgid(0, 0);
+        }
 
         /* Nothing of PID 1's signal setup (ignored SIGPIPE, blocked
          * SIGCHLD) may leak into the workload. */
@@ -218,6 +227,7 @@ static struct proc *proc_new(void)
         }
         p->in_w = (struct watch){.kind = W_STDIN, .owner = p};
         p->in_fd = -1;
+        p->pty_fd = -1;
         p->err_fd = -1;
         p->pid = -1;
         buf_init(&p->in_q, INIT_STDIN_QUEUE_MAX);
@@ -232,6 +242,7 @@ static void proc_release(struct init_ctx *ctx, struct proc *p)
                 buf_free(&p->out[i].kept);
         }
         stdin_close(ctx, p);
+        close_fd(&p->pty_fd);
         close_fd(&p->err_fd);
         buf_free(&p->in_q);
         if (p->argv)
@@ -282,13 +293,39 @@ static void close_pair(int fds[2])
 
 struct spawn_pipes {
         int out[2], err[2], report[2], in[2];
+        int master, slave; /* a terminal's, or -1 */
 };
+
+/* A terminal of the asked size: the master non-blocking (ours), the slave
+ * for the child. Neither becomes PID 1's controlling tty (O_NOCTTY). */
+static int open_terminal(const struct proc_spec *spec, struct spawn_pipes *sp,
+                         struct sbx_error *err)
+{
+        char name[64];
+        struct winsize ws = {.ws_row = (unsigned short)spec->pty_rows,
+                             .ws_col = (unsigned short)spec->pty_cols};
+        sp->master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+        if (sp->master < 0)
+                return sbx_error_set(err, errno, "open a terminal (/dev/ptmx)");
+        if (grantpt(sp->master) < 0 || unlockpt(sp->master) < 0 ||
+            ptsname_r(sp->master, name, sizeof(name)) != 0)
+                return sbx_error_set(err, errno, "set up a terminal");
+        sp->slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (sp->slave < 0)
+                return sbx_error_set(err, errno, "open %s", name);
+        if (ioctl(sp->master, TIOCSWINSZ, &ws) < 0)
+                return sbx_error_set(err, errno, "set the terminal's size");
+        return 0;
+}
 
 static int open_pipes(const struct proc_spec *spec, struct spawn_pipes *sp, struct sbx_error *err)
 {
         int r;
-        if ((r = make_pipe(sp->out, 0)) < 0 || (r = make_pipe(sp->err, 0)) < 0 ||
-            (r = make_pipe(sp->report, 0)) < 0)
+        if ((r = make_pipe(sp->report, 0)) < 0)
+                return sbx_error_set(err, -r, "pipe");
+        if (spec->pty_cols > 0)
+                return open_terminal(spec, sp, err);
+        if ((r = make_pipe(sp->out, 0)) < 0 || (r = make_pipe(sp->err, 0)) < 0)
                 return sbx_error_set(err, -r, "pipe");
         if (spec->stdin_pipe && (r = make_pipe(sp->in, 1)) < 0)
                 return sbx_error_set(err, -r, "pipe");
@@ -301,6 +338,8 @@ static void close_pipes(struct spawn_pipes *sp)
         close_pair(sp->err);
         close_pair(sp->report);
         close_pair(sp->in);
+        close_fd(&sp->master);
+        close_fd(&sp->slave);
 }
 
 static int proc_prepare(const struct proc_spec *spec, struct proc *p, struct sbx_error *err)
@@ -313,10 +352,13 @@ static int proc_prepare(const struct proc_spec *spec, struct proc *p, struct sbx
                 return sbx_error_set(err, ENOMEM, "copy cwd");
         p->is_exec = spec->is_exec;
         p->listed = !spec->is_exec;
+        p->lossless = spec->lossless;
+        p->pty = spec->pty_cols > 0;
+        size_t ring = spec->lossless ? AGENT_LOSSLESS_RING_SIZE : AGENT_RING_SIZE;
         for (int i = 0; i < 2; i++) {
                 if (spec->is_exec)
                         buf_init(&p->out[i].kept, spec->max_output);
-                else if ((r = ring_alloc(&p->out[i].ring)) < 0)
+                else if ((r = ring_alloc(&p->out[i].ring, ring)) < 0)
                         return sbx_error_set(err, -r, "allocate output ring");
         }
         return 0;
@@ -326,11 +368,24 @@ static int proc_prepare(const struct proc_spec *spec, struct proc *p, struct sbx
 static int proc_adopt_fds(struct init_ctx *ctx, struct proc *p, struct spawn_pipes *sp,
                           struct sbx_error *err)
 {
-        p->out[0].fd = TAKE_FD(sp->out[0]);
-        p->out[1].fd = TAKE_FD(sp->err[0]);
         p->err_fd = TAKE_FD(sp->report[0]);
-        p->in_fd = TAKE_FD(sp->in[1]);
+        if (sp->master >= 0) {
+                /* One terminal, three of our fds on it: its output, our
+                 * writes to it (stdin) and its size. stderr is empty. */
+                p->in_fd = fcntl(sp->master, F_DUPFD_CLOEXEC, 3);
+                p->pty_fd = fcntl(sp->master, F_DUPFD_CLOEXEC, 3);
+                p->out[0].fd = TAKE_FD(sp->master);
+                p->out[1].settled = true;
+                if (p->in_fd < 0 || p->pty_fd < 0)
+                        return sbx_error_set(err, errno, "dup the terminal");
+        } else {
+                p->out[0].fd = TAKE_FD(sp->out[0]);
+                p->out[1].fd = TAKE_FD(sp->err[0]);
+                p->in_fd = TAKE_FD(sp->in[1]);
+        }
         for (int i = 0; i < 2; i++) {
+                if (p->out[i].fd < 0)
+                        continue;
                 int r = loop_watch(ctx, p->out[i].fd, &p->out[i].w, EPOLLIN);
                 if (r < 0)
                         return sbx_error_set(err, -r, "epoll");
@@ -367,7 +422,7 @@ static pid_t spawn_fork(struct init_ctx *ctx, const struct proc_spec *spec,
 int proc_start(struct init_ctx *ctx, const struct proc_spec *spec, struct proc **ret,
                struct sbx_error *err)
 {
-        struct spawn_pipes sp = {{-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
+        struct spawn_pipes sp = {{-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}, -1, -1};
         struct proc *p = proc_new();
         int r;
 
@@ -386,6 +441,8 @@ int proc_start(struct init_ctx *ctx, const struct proc_spec *spec, struct proc *
             .err = sp.err[1],
             .report = sp.report[1],
         };
+        if (sp.slave >= 0)
+                cf = (struct child_fds){sp.slave, sp.slave, sp.slave, sp.report[1], true};
         p->fork_us = mono_us();
         p->started_at = now_ms();
         pid_t pid = spawn_fork(ctx, spec, &cf, err);
@@ -433,6 +490,7 @@ void proc_forget(struct init_ctx *ctx, struct proc *p)
         if (p->dead)
                 return;
         /* Whoever still waits on it learns it is gone. */
+        stream_proc_gone(ctx, p, "was killed");
         while (p->waiters) {
                 struct conn *c = p->waiters;
                 if (c->held == HELD_STDIN)
@@ -495,7 +553,7 @@ static uint64_t proc_retained(const struct proc *p)
 {
         uint64_t n = p->argv_bytes;
         for (int i = 0; i < 2; i++)
-                n += MIN(p->out[i].ring.total, (uint64_t)AGENT_RING_SIZE) + p->out[i].kept.len;
+                n += MIN(p->out[i].ring.total, (uint64_t)p->out[i].ring.size) + p->out[i].kept.len;
         return n;
 }
 
@@ -576,30 +634,84 @@ void stream_copy(const struct stream *s, uint64_t from, size_t len, uint8_t *out
                 memcpy(out, s->kept.data + from, len);
 }
 
-/* Read what the pipe holds now, up to budget bytes. True when anything
- * changed (data or EOF). */
+/* One read() of stream s: into its ring where the ring is (no copy), into
+ * the scratch buffer for an exec's kept bytes. */
+static ssize_t stream_read_once(struct proc *p, struct stream *s, size_t max)
+{
+        ssize_t n;
+        if (s->ring.data) {
+                size_t at = (size_t)(s->ring.total & (s->ring.size - 1));
+                size_t span = MIN(max, s->ring.size - at);
+                n = read(s->fd, s->ring.data + at, span);
+                if (n > 0)
+                        s->ring.total += (uint64_t)n;
+                return n;
+        }
+        n = read(s->fd, io_buf, MIN(max, sizeof(io_buf)));
+        if (n > 0)
+                stream_feed(p, s, io_buf, (size_t)n);
+        return n;
+}
+
+/* Stop watching a pipe that may not be read now: its writer blocks once
+ * the pipe is full, until a reader takes what is held (stream.c). */
+static void stream_pause(struct init_ctx *ctx, struct stream *s)
+{
+        if (s->paused || s->fd < 0)
+                return;
+        loop_unwatch(ctx, s->fd);
+        s->paused = true;
+}
+
+void proc_stream_resume(struct init_ctx *ctx, struct proc *p, int index)
+{
+        struct stream *s = &p->out[index];
+        if (!s->paused || s->fd < 0)
+                return;
+        if (loop_watch(ctx, s->fd, &s->w, EPOLLIN) == 0)
+                s->paused = false;
+}
+
+/* Read what the pipe holds now, up to budget bytes and what the stream's
+ * hold allows. True when anything changed (data or EOF). */
 static bool stream_read(struct init_ctx *ctx, struct proc *p, int index, size_t budget)
 {
         struct stream *s = &p->out[index];
+        size_t allowed = stream_allowance(p, index);
         bool changed = false;
         size_t done = 0;
 
+        budget = MIN(budget, allowed);
         while (s->fd >= 0 && done < budget) {
-                ssize_t n = read(s->fd, io_buf, sizeof(io_buf));
+                ssize_t n = stream_read_once(p, s, budget - done);
                 if (n > 0) {
-                        stream_feed(p, s, io_buf, (size_t)n);
                         done += (size_t)n;
                         changed = true;
                         continue;
                 }
                 if (n < 0 && errno == EINTR)
                         continue;
-                if (n < 0 && errno == EAGAIN)
+                if (n < 0 && errno == EAGAIN) {
+                        if (p->exited && !s->settled) {
+                                s->settled = true; /* empty once it exited: no more now */
+                                changed = true;
+                        }
                         break;
-                stream_close(ctx, s); /* EOF, or an error that will not go away */
+                }
+                /* EOF, EIO (a terminal nobody holds any more), or an error
+                 * that will not go away. */
+                stream_close(ctx, s);
+                s->settled = true;
                 changed = true;
         }
+        if (s->fd >= 0 && done == allowed)
+                stream_pause(ctx, s);
         return changed;
+}
+
+bool proc_stream_read(struct init_ctx *ctx, struct proc *p, int index)
+{
+        return stream_read(ctx, p, index, DRAIN_BUDGET);
 }
 
 void proc_on_stream(struct init_ctx *ctx, struct proc *p, int index)
@@ -608,6 +720,7 @@ void proc_on_stream(struct init_ctx *ctx, struct proc *p, int index)
                 return;
         if (stream_read(ctx, p, index, READ_BUDGET) && p->listed) {
                 handlers_proc_changed(ctx, p);
+                stream_proc_changed(ctx, p);
                 if (p->exited) /* a background child still writes */
                         proc_trim_exited(ctx);
         }

@@ -92,6 +92,12 @@ static int req_field(struct req *rq, const struct agent_field *f)
                 return agent_field_u64(f, &rq->max_output);
         case AGENT_T_STDIN:
                 return agent_field_bool(f, &rq->stdin_pipe);
+        case AGENT_T_LOSSLESS:
+                return agent_field_bool(f, &rq->lossless);
+        case AGENT_T_PTY_COLS:
+                return agent_field_u64(f, &rq->pty_cols);
+        case AGENT_T_PTY_ROWS:
+                return agent_field_u64(f, &rq->pty_rows);
         case AGENT_T_STDOUT_FROM:
                 return agent_field_u64(f, &rq->from[0]);
         case AGENT_T_STDERR_FROM:
@@ -140,7 +146,10 @@ int req_env(struct req *rq, char ***ret)
 {
         char host[HOST_NAME_MAX + 1] = "";
         char hostvar[sizeof(host) + 16];
-        const char *defaults[] = {"PATH=" DEFAULT_PATH, "HOME=/root", "LANG=C.UTF-8", hostvar};
+        const char *defaults[] = {"PATH=" DEFAULT_PATH, "HOME=/root", "LANG=C.UTF-8", hostvar,
+                                  "TERM=xterm-256color"};
+        size_t ndef =
+            rq->pty_cols || rq->pty_rows ? ARRAY_SIZE(defaults) : ARRAY_SIZE(defaults) - 1;
         size_t n = 0;
 
         if (gethostname(host, sizeof(host)) < 0)
@@ -152,7 +161,7 @@ int req_env(struct req *rq, char ***ret)
         const char **env = calloc(ARRAY_SIZE(defaults) + rq->envc + 1, sizeof(char *));
         if (!env)
                 return -ENOMEM;
-        for (size_t i = 0; i < ARRAY_SIZE(defaults); i++)
+        for (size_t i = 0; i < ndef; i++)
                 env[n++] = defaults[i];
         for (size_t i = 0; i < rq->envc; i++) {
                 const char *e = rq->env[i];

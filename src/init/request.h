@@ -21,6 +21,8 @@ struct req {
         uint64_t timeout_ms;
         uint64_t max_output;
         bool stdin_pipe;
+        bool lossless;
+        uint64_t pty_cols, pty_rows; /* 0: absent */
         char *proc_id;
         uint64_t from[2];
         uint64_t wait_ms;
@@ -41,7 +43,8 @@ void req_free(struct req *rq);
 /* Set rq->msg; returns -EINVAL. */
 __attribute__((format(printf, 2, 3))) int req_invalid(struct req *rq, const char *fmt, ...);
 /* The environment of a command: PATH, HOME, LANG and HOSTNAME defaults
- * overridden by the request's "KEY=VALUE" entries (-EINVAL otherwise). */
+ * (and TERM on a terminal) overridden by the request's "KEY=VALUE"
+ * entries (-EINVAL otherwise). */
 int req_env(struct req *rq, char ***ret);
 void req_env_free(char **env);
 /* The working directory: absolute, or relative to INIT_CWD_DEFAULT. */

@@ -9,26 +9,29 @@
 #include "../agent/proto.h"
 
 /* The size is a power of two, so offset % size is a mask. */
-#define RING_MASK ((uint64_t)AGENT_RING_SIZE - 1)
 _Static_assert((AGENT_RING_SIZE & (AGENT_RING_SIZE - 1)) == 0, "ring size is a power of two");
+_Static_assert((AGENT_LOSSLESS_RING_SIZE & (AGENT_LOSSLESS_RING_SIZE - 1)) == 0,
+               "ring size is a power of two");
 
-int ring_alloc(struct ring *r)
+int ring_alloc(struct ring *r, size_t size)
 {
         /* Anonymous memory of its own: pages are only touched as output
          * arrives (a quiet process costs next to nothing) and all of it goes
          * back to the kernel when the process is forgotten, rather than
          * staying in the heap and counting against the sandbox's memory. */
-        void *p =
-            mmap(NULL, AGENT_RING_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (size == 0 || (size & (size - 1)))
+                return -EINVAL;
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         r->data = p == MAP_FAILED ? NULL : p;
         r->total = 0;
+        r->size = r->data ? size : 0;
         return r->data ? 0 : -ENOMEM;
 }
 
 void ring_free(struct ring *r)
 {
         if (r->data)
-                munmap(r->data, AGENT_RING_SIZE);
+                munmap(r->data, r->size);
         r->data = NULL;
 }
 
@@ -38,13 +41,13 @@ void ring_write(struct ring *r, const void *data, size_t len)
 
         if (!r->data || len == 0)
                 return;
-        if (len > AGENT_RING_SIZE) {
-                r->total += len - AGENT_RING_SIZE;
-                p += len - AGENT_RING_SIZE;
-                len = AGENT_RING_SIZE;
+        if (len > r->size) {
+                r->total += len - r->size;
+                p += len - r->size;
+                len = r->size;
         }
-        size_t at = (size_t)(r->total & RING_MASK);
-        size_t first = MIN(len, AGENT_RING_SIZE - at);
+        size_t at = (size_t)(r->total & (r->size - 1));
+        size_t first = MIN(len, r->size - at);
         memcpy(r->data + at, p, first);
         if (len > first)
                 memcpy(r->data, p + first, len - first);
@@ -53,15 +56,15 @@ void ring_write(struct ring *r, const void *data, size_t len)
 
 uint64_t ring_start(const struct ring *r)
 {
-        return r->total > AGENT_RING_SIZE ? r->total - AGENT_RING_SIZE : 0;
+        return r->total > r->size ? r->total - r->size : 0;
 }
 
 void ring_copy(const struct ring *r, uint64_t from, size_t len, uint8_t *out)
 {
         if (!r->data || len == 0)
                 return;
-        size_t at = (size_t)(from & RING_MASK);
-        size_t first = MIN(len, AGENT_RING_SIZE - at);
+        size_t at = (size_t)(from & (r->size - 1));
+        size_t first = MIN(len, r->size - at);
         memcpy(out, r->data + at, first);
         if (len > first)
                 memcpy(out + first, r->data, len - first);

@@ -1,21 +1,23 @@
 /* SPDX-License-Identifier: MIT */
-/* Output rings: the newest AGENT_RING_SIZE bytes of a stream, addressed by
- * absolute offsets (every byte since the process started). */
+/* Output rings: the newest bytes of a stream (AGENT_RING_SIZE, or
+ * AGENT_LOSSLESS_RING_SIZE for a lossless process), addressed by absolute
+ * offsets (every byte since the process started). */
 #pragma once
 
 #include <stddef.h>
 #include <stdint.h>
 
 struct ring {
-        uint8_t *data;  /* AGENT_RING_SIZE bytes, NULL until ring_alloc */
+        uint8_t *data;  /* size bytes, NULL until ring_alloc */
         uint64_t total; /* bytes ever written */
+        size_t size;    /* a power of two */
 };
 
-int ring_alloc(struct ring *r);
+int ring_alloc(struct ring *r, size_t size);
 void ring_free(struct ring *r);
 /* Append; when more than the ring holds, the oldest bytes go. */
 void ring_write(struct ring *r, const void *data, size_t len);
-/* Oldest retained offset: max(0, total - AGENT_RING_SIZE). */
+/* Oldest retained offset: max(0, total - size). */
 uint64_t ring_start(const struct ring *r);
 /* Copy [from, from + len) out; the caller keeps it within
  * [ring_start, total). */

@@ -158,12 +158,22 @@ function streamUrl(handle, id, opts) {
   return `${handle.endpoint}/processes/${id}/stream${qs ? `?${qs}` : ""}`;
 }
 
+// A connection pool of its own, so that a stream does not start on a
+// pooled keep-alive connection whose receive buffer an earlier transfer
+// grew (the kernel then holds megabytes for a reader that reads nothing,
+// which the sandbox counts as sent). The global dispatcher's own class
+// (undici's Agent); plain fetch where there is none.
+function ownDispatcher() {
+  const g = globalThis[Symbol.for("undici.globalDispatcher.1")];
+  return g && typeof g.constructor === "function" ? new g.constructor({ connections: 1 }) : undefined;
+}
+
 // The request itself. A 401 (a credential the restarted or rotated server
 // no longer takes) gets one re-attach and one retry, as the SDK does.
-async function request(client, name, id, opts, signal) {
+async function request(client, name, id, opts, signal, dispatcher) {
   for (let attempt = 0; ; attempt++) {
     const h = client.handles.get(name) || (await client.attach(name));
-    const res = await fetch(streamUrl(h, id, opts), { headers: { ...h.headers }, signal });
+    const res = await fetch(streamUrl(h, id, opts), { headers: { ...h.headers }, signal, ...(dispatcher ? { dispatcher } : {}) });
     if (res.status !== 401 || attempt > 0) return res;
     await res.body?.cancel().catch(() => {});
     await client.attach(name);
@@ -194,12 +204,22 @@ export async function tryStream(client, name, id, opts = {}) {
 
 // Opens a stream; resolves once its answer's head is in. A non-200 answer
 // throws a StreamHttpError carrying the status and the (JSON) body.
+// ownConnection: on a new connection rather than a pooled one.
 export async function openStream(client, name, id, opts = {}) {
   const controller = new AbortController();
   const signal = opts.signal ? AbortSignal.any([controller.signal, opts.signal]) : controller.signal;
-  const res = await request(client, name, id, opts, signal);
+  const dispatcher = opts.ownConnection ? ownDispatcher() : undefined;
+  let res;
+  try {
+    res = await request(client, name, id, opts, signal, dispatcher);
+  } catch (e) {
+    dispatcher?.destroy().catch(() => {});
+    throw e;
+  }
+  if (dispatcher) opts = { ...opts, dispatcher };
   if (res.status !== 200) {
     const text = await res.text();
+    dispatcher?.close().catch(() => {});
     let body = text;
     try {
       body = JSON.parse(text);
@@ -209,6 +229,7 @@ export async function openStream(client, name, id, opts = {}) {
   const ct = res.headers.get("content-type");
   if (mediaEssence(ct) !== CONTENT_TYPE) {
     controller.abort();
+    dispatcher?.destroy().catch(() => {});
     throw new StreamProtocolError(`a 200 stream answer has Content-Type ${ct}, not ${CONTENT_TYPE}`);
   }
   return new ProcessStream(res, controller, signal, opts);
@@ -240,11 +261,19 @@ export class ProcessStream {
     this.next = null; // { stdout, stderr }: after the last data frame
     this.keepalives = 0;
     this.iterated = false;
+    this.dispatcher = opts.dispatcher;
   }
 
   abort() {
     if (this.end === null) this.aborted = true;
     this.controller.abort();
+    this.release();
+  }
+
+  release() {
+    const d = this.dispatcher;
+    this.dispatcher = undefined;
+    d?.destroy().catch(() => {});
   }
 
   // The next chunk of the body, or null at its end (this.end is then set
@@ -366,6 +395,7 @@ export class ProcessStream {
       // A caller that stops iterating early leaves: close the connection.
       if (this.end === null) this.abort();
       if (this.end === null) this.end = "aborted";
+      this.release();
     }
   }
 }
@@ -412,7 +442,9 @@ export const sha256 = (buf) => createHash("sha256").update(buf).digest("hex");
 //   keep: bytes of each stream to keep (default 4 MiB)
 //   slow: { bytes, pauseMs }: await pauseMs before each read of the body
 //         while fewer than `bytes` body bytes have come
-//   stallAt: body bytes after which no read is made until resume()
+//   stallAt: body bytes after which no read is made until resume(); such a
+//         reader is on a connection of its own (ownConnection) unless
+//         ownConnection is false
 //   stopAfter: take exactly this many stdout bytes (the rest of the frame
 //         that holds the last is dropped), then close the connection
 //   deadlineMs: a stream that has not ended by then is aborted, and done
@@ -495,6 +527,7 @@ class Reader {
         stdoutFrom: o.stdoutFrom,
         stderrFrom: o.stderrFrom,
         signal,
+        ownConnection: o.ownConnection ?? o.stallAt !== undefined,
         beforeRead: (st) => this.beforeRead(st),
       });
       this.stream = s;

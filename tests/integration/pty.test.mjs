@@ -165,15 +165,22 @@ test("a resize sends SIGWINCH to the foreground process group", T, async () => {
 });
 
 test("sizes at the bounds are taken; 0, 4097, non-numbers and missing fields are refused at spawn and resize", T, async () => {
-  for (const [cols, rows] of [[1, 1], [4096, 4096], [4096, 1]]) {
-    const t = await Term.spawn(c, "bounds", ["stty", "size"], { pty: { cols, rows } });
+  const size = async (cl, cols, rows) => {
+    const t = await Term.spawn(cl, "bounds", ["stty", "size"], { pty: { cols, rows } });
     try {
+      assert.equal(t.p.pty, true);
       await t.expect(line(`${rows} ${cols}`));
       assert.equal((await t.exit()).exitCode, 0);
     } finally {
       t.close();
     }
-  }
+  };
+  for (const [cols, rows] of [[4096, 4096], [2, 3], [4096, 2]]) await size(c, cols, rows);
+  // busybox's stty shows a dimension of 1 as its default (80 or 24); the
+  // spawn is taken all the same, and coreutils' stty shows it as it is.
+  const one = await c.spawn("bounds", ["true"], { pty: { cols: 1, rows: 1 } });
+  assert.equal(one.pty, true);
+  if (HAVE_DEBIAN) for (const [cols, rows] of [[1, 1], [4096, 1], [1, 4096]]) await size(cd, cols, rows);
   const bad = [{ cols: 0, rows: 24 }, { cols: 80, rows: 0 }, { cols: 4097, rows: 24 }, { cols: 80, rows: 4097 },
     { cols: "x", rows: 24 }, { cols: 80, rows: "24" }, { cols: -1, rows: 24 }, { cols: 80 }, { rows: 24 }, { cols: 80.5, rows: 24 }];
   for (const pty of bad) {

@@ -453,7 +453,8 @@ export const sha256 = (buf) => createHash("sha256").update(buf).digest("hex");
 // bytes read when the stall began; rd.done with the result:
 //   { start, exit, error, end, next: { stdout, stderr }, stdout, stderr,
 //     frames: [{ type, offset, length }], keepalives, skipped, bodyBytes }
-// where next is after the last byte taken.
+// where next is after the last byte taken, and end is the stream's
+// ("exit", "error", "cut", "aborted") or "stopped" (stopAfter reached).
 export function startReader(client, name, id, opts = {}) {
   return new Reader(client, name, id, opts);
 }

@@ -313,16 +313,16 @@ test("a reader that reads part, leaves and reconnects at its offsets gets every 
   for (const n of [5 * MiB + 12345, 3 * MiB + 1, 7 * MiB - 77]) {
     const r = await readAll(c, "recon", p.processId, { stdoutFrom: from, stopAfter: n, into });
     assert.equal(r.end, "stopped");
+    assert.equal(r.start.stdoutDropped, 0, `a reconnect of a lossless process at ${from} starts at ${r.start.stdoutFrom}`);
     assert.equal(r.start.stdoutFrom, from);
-    assert.equal(r.start.stdoutDropped, 0, `reconnect at ${from}`);
     assert.equal(r.next.stdout, from + n);
     from = r.next.stdout;
     assert.equal(into.stdout.length, from);
   }
   const r = await readAll(c, "recon", p.processId, { stdoutFrom: from, into });
   assert.equal(r.end, "exit");
+  assert.equal(r.start.stdoutDropped, 0, `a reconnect of a lossless process at ${from} starts at ${r.start.stdoutFrom}`);
   assert.equal(r.start.stdoutFrom, from);
-  assert.equal(r.start.stdoutDropped, 0, `reconnect at ${from}`);
   assert.equal(into.stdout.length, size);
   assert.equal(into.stdout.sha256, sum);
   assert.equal(r.exit.stdoutNext, size);

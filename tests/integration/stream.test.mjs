@@ -370,17 +370,25 @@ test("two readers of one process get the same bytes; the slower one holds the wr
     fast.abort();
     slow.abort();
   }
-  // A lossless process read by two from the start, one of them throttled
-  // all along.
-  const q = await c.spawn("two", ["cat", "/tmp/blob"], { lossless: true });
-  const [a, b] = await Promise.all([
-    readAll(c, "two", q.processId, { keep: 0 }),
-    readAll(c, "two", q.processId, { keep: 0, slow: { bytes: size, pauseMs: 2 } }),
-  ]);
-  for (const r of [a, b]) {
-    assert.equal(r.end, "exit");
-    assert.equal(r.start.stdoutDropped, 0);
-    assert.equal(r.stdout.sha256, sum);
+  // A lossless process read by two, one of them throttled all along. Both
+  // are attached before it writes: a reader that comes once another has
+  // taken more than the retained window is told what it missed.
+  await c.sh("two", "rm /tmp/go");
+  const q = await c.spawn("two", gated("cat /tmp/blob"), { lossless: true });
+  const one = startReader(c, "two", q.processId, { keep: 0 });
+  const other = startReader(c, "two", q.processId, { keep: 0, slow: { bytes: size, pauseMs: 2 } });
+  try {
+    await Promise.all([one.started, other.started]);
+    await go(c, "two");
+    for (const r of await Promise.all([one.done, other.done])) {
+      assert.equal(r.end, "exit");
+      assert.equal(r.start.stdoutDropped, 0);
+      assert.equal(r.stdout.length, size);
+      assert.equal(r.stdout.sha256, sum);
+    }
+  } finally {
+    one.abort();
+    other.abort();
   }
   await drop(c, "two");
 });

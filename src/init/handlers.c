@@ -506,10 +506,14 @@ static void handle_resize(struct init_ctx *ctx, struct conn *c, struct req *rq)
                 return;
         }
         /* Linux signals the foreground group itself; gVisor (the guard's
-         * runtime) only stores the size, so it is done here. */
-        pid_t fg = ctx->guard.on ? tcgetpgrp(p->pty_fd) : -1;
-        if (fg > 0)
-                kill(-fg, SIGWINCH);
+         * runtime) only stores the size, so it is done here: to the
+         * terminal's foreground group, or the process's own when gVisor
+         * does not say which that is. */
+        if (ctx->guard.on) {
+                pid_t fg = tcgetpgrp(p->pty_fd);
+                if (fg <= 0 || kill(-fg, SIGWINCH) < 0)
+                        proc_kill_group(p, SIGWINCH);
+        }
         conn_reply(ctx, c, NULL);
 }
 

@@ -360,6 +360,20 @@ test("top runs on a terminal: its screen, then q quits", { ...T, skip: NO_DEBIAN
   }
 });
 
+test("vim on a terminal: insert, escape, :wq writes the file", { ...T, skip: NO_DEBIAN }, async () => {
+  const t = await Term.spawn(cd, "vim", ["vi", "/workspace/note.txt"], { pty: { cols: 100, rows: 30 } });
+  try {
+    await t.expect(/note\.txt/); // its status line: the screen is drawn
+    await t.type("ihello from vim");
+    await t.expect(/hello from vim/);
+    await t.type("\u001b:wq\r");
+    assert.equal((await t.exit()).exitCode, 0);
+  } finally {
+    t.close();
+  }
+  assert.equal((await cd.sh("vim", "cat /workspace/note.txt")).stdout, "hello from vim\n");
+});
+
 test("a terminal's stream reconnects from an offset like any other", T, async () => {
   const t = await Term.spawn(c, "again", ["/bin/sh", "-c", "echo first; read -r x; echo second"]);
   let tail;

@@ -577,7 +577,9 @@ test("a sandbox deleted while a reader is attached ends the stream, it never han
     await until(() => rd.stdout.length >= 3, 30000);
     await drop(c, "gone");
     const r = await rd.done;
-    assert.ok(["error", "cut", "exit"].includes(r.end), `the stream ended: ${r.end}`);
+    // Said, not cut: a reconnect would only find no sandbox.
+    assert.equal(r.end, "error", `the stream ended: ${r.end}`);
+    assert.equal(r.error.error.code, "sandbox_not_found");
   } finally {
     rd.abort();
   }

@@ -54,7 +54,7 @@ static la_ssize_t stream_read(struct archive *a, void *ctx, const void **out)
         }
         if ((uint64_t)n > *s->budget) {
                 s->over_budget = true;
-                archive_set_error(a, EFBIG, "the image is larger than the size cap");
+                archive_set_error(a, EFBIG, "the image is larger than the size cap (--max-size)");
                 return -1;
         }
         *s->budget -= (uint64_t)n;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* sandboxd image build NAME [--force] | image list */
+/* sandboxd image build NAME [--force] | image list (image import: cmd-image-import.c) */
 #include <stdio.h>
 #include <string.h>
 
@@ -18,10 +18,13 @@ static int image_extra(const char *name, const char *value, void *ctx)
 
 int cmd_image(int argc, char **argv)
 {
+        if (argc > 0 && !strcmp(argv[0], "import"))
+                return cmd_image_import(argc - 1, argv + 1);
         for (int i = 0; i < argc; i++)
                 if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
                         printf(
-                            "usage: sandboxd image build NAME [--force] | sandboxd image list\n\n"
+                            "usage: sandboxd image build NAME [--force] | sandboxd image list\n"
+                            "       sandboxd image import NAME FILE (see image import --help)\n\n"
                             "Images: debian (Debian 12 with python3, nodejs, npm, git, curl,\n"
                             "ca-certificates, procps, vim-tiny; built with mmdebstrap) and\n"
                             "tiny (busybox). `build` builds an image that is missing, or was\n"
@@ -73,7 +76,8 @@ int cmd_image(int argc, char **argv)
                 }
         } else {
                 fprintf(stderr,
-                        "usage: sandboxd image build NAME [--force] | sandboxd image list\n");
+                        "usage: sandboxd image build NAME [--force] | sandboxd image list |\n"
+                        "       sandboxd image import NAME FILE [--force] [--no-setuid]\n");
         }
         free(args);
         settings_free(&s);

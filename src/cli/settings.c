@@ -180,7 +180,7 @@ static const struct option_def defs[] = {
         "external issuers' PEM public keys (P-256: ES256, Ed25519: EdDSA), comma-separated"),
 };
 
-static int parse_size(const char *s, int64_t *ret)
+int settings_parse_size(const char *s, int64_t *ret)
 {
         char *end;
         errno = 0;
@@ -335,7 +335,7 @@ static int parse_value(struct settings *s, const struct option_def *d, const cha
         if (d->kind == K_DURATION)
                 r = parse_duration_ms(v, &n);
         else if (d->kind == K_SIZE)
-                r = parse_size(v, &n);
+                r = settings_parse_size(v, &n);
         else
                 r = parse_int(v, &n);
         if (r < 0)

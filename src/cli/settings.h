@@ -81,5 +81,8 @@ int settings_parse(struct settings *s, unsigned groups, int argc, char **argv,
                    settings_extra_fn extra, const char *const *extra_flags, void *ctx,
                    char ***ret_args);
 
+/* "512M", "32GiB", "100": bytes; -EINVAL or -ERANGE. */
+int settings_parse_size(const char *s, int64_t *ret);
+
 /* Print the options of `groups` with defaults and help to stdout. */
 void settings_usage(unsigned groups);

@@ -370,6 +370,17 @@ int rm_rf_at(int dirfd, const char *name)
         return r;
 }
 
+int rm_rf_contents(int dirfd)
+{
+        struct stat st;
+        if (fstat(dirfd, &st) < 0)
+                return -errno;
+        int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        return rm_rf_children(fd, st.st_dev, 0);
+}
+
 int path_printf(char *out, size_t len, const char *fmt, ...)
 {
         va_list ap;

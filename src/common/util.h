@@ -118,3 +118,6 @@ int path_printf(char *out, size_t len, const char *fmt, ...) __attribute__((form
 int mkdir_p(const char *path, mode_t mode);
 /* Remove a directory tree without following symlinks or crossing mounts. */
 int rm_rf_at(int dirfd, const char *name);
+/* Remove everything inside the directory dirfd (an O_PATH fd will do),
+ * the same way; dirfd stays open. */
+int rm_rf_contents(int dirfd);

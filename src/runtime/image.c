@@ -4,6 +4,7 @@
  * into place, so a half-built image is never used; leftovers of dead
  * builds are removed by the next build. */
 #include "runtime.h"
+#include "image-internal.h"
 
 #include <dirent.h>
 #include <elf.h>
@@ -22,8 +23,6 @@
 #include "../common/tool.h"
 
 #define IMG_BUSYBOX "/bin/busybox"
-#define IMG_JSON "image.json"
-#define IMG_JSON_MAX 65536
 #define IMG_LIST_MAX 65536
 /* What each image is built from, kept in its image.json: an image built
  * from another recipe is stale (`image list`), and `image build` builds it
@@ -34,7 +33,7 @@
 
 /* ---- small helpers ---- */
 
-static int mkdir_mode(int dfd, const char *name, mode_t mode)
+int img_mkdir_mode(int dfd, const char *name, mode_t mode)
 {
         if (mkdirat(dfd, name, mode) < 0 && errno != EEXIST)
                 return -errno;
@@ -42,7 +41,7 @@ static int mkdir_mode(int dfd, const char *name, mode_t mode)
         return fchmodat(dfd, name, mode, 0) < 0 ? -errno : 0;
 }
 
-static int write_file_at(int dfd, const char *name, const void *data, size_t len, mode_t mode)
+int img_write_file_at(int dfd, const char *name, const void *data, size_t len, mode_t mode)
 {
         _cleanup_close_ int fd =
             openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
@@ -155,7 +154,7 @@ static int build_tiny(int rootfd, struct sbx_error *err)
         static const char hosts[] = "127.0.0.1\tlocalhost\n::1\tlocalhost\n";
         int r;
         for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
-                if ((r = mkdir_mode(rootfd, dirs[i].path, dirs[i].mode)) < 0)
+                if ((r = img_mkdir_mode(rootfd, dirs[i].path, dirs[i].mode)) < 0)
                         return sbx_error_set(err, -r, "create /%s", dirs[i].path);
         _cleanup_close_ int bindir = openat(rootfd, "bin", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (bindir < 0)
@@ -166,9 +165,9 @@ static int build_tiny(int rootfd, struct sbx_error *err)
                 return r;
         if (symlinkat("/bin/busybox", rootfd, "usr/bin/env") < 0)
                 return sbx_error_set(err, errno, "create /usr/bin/env");
-        if ((r = write_file_at(rootfd, "etc/passwd", passwd, sizeof(passwd) - 1, 0644)) < 0 ||
-            (r = write_file_at(rootfd, "etc/group", group, sizeof(group) - 1, 0644)) < 0 ||
-            (r = write_file_at(rootfd, "etc/hosts", hosts, sizeof(hosts) - 1, 0644)) < 0)
+        if ((r = img_write_file_at(rootfd, "etc/passwd", passwd, sizeof(passwd) - 1, 0644)) < 0 ||
+            (r = img_write_file_at(rootfd, "etc/group", group, sizeof(group) - 1, 0644)) < 0 ||
+            (r = img_write_file_at(rootfd, "etc/hosts", hosts, sizeof(hosts) - 1, 0644)) < 0)
                 return sbx_error_set(err, -r, "write /etc files");
         return 0;
 }
@@ -189,7 +188,7 @@ static int build_debian(int builddir, const char *build_path, struct sbx_error *
             openat(builddir, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (rootfd < 0)
                 return sbx_error_set(err, errno, "open the debian rootfs");
-        if ((r = mkdir_mode(rootfd, "workspace", 0755)) < 0)
+        if ((r = img_mkdir_mode(rootfd, "workspace", 0755)) < 0)
                 return sbx_error_set(err, -r, "create /workspace");
         return 0;
 }
@@ -246,16 +245,37 @@ static int write_image_json(int builddir, const char *name, uint64_t size, struc
         int r = buf_printf(&b, "%s\n", text);
         free(text);
         if (r >= 0)
-                r = write_file_at(builddir, IMG_JSON, b.data, b.len, 0644);
+                r = img_write_file_at(builddir, IMG_JSON, b.data, b.len, 0644);
         buf_free(&b);
         return r < 0 ? sbx_error_set(err, -r, "write image.json") : 0;
 }
 
-/* Remove .build-<name>-<pid> / .old-<name>-<pid> dirs whose process is
- * gone (or is us). */
-static void remove_leftovers(int imgfd, const char *name)
+/* The <name> and <pid> of a .build-<name>-<pid> / .old-<name>-<pid>
+ * dir; false for anything else. */
+static bool leftover_of(const char *dname, const char **ret_name, size_t *ret_len, long *ret_pid)
 {
-        int fd = dup(imgfd);
+        const char *rest = NULL;
+        if (!strncmp(dname, ".build-", 7))
+                rest = dname + 7;
+        else if (!strncmp(dname, ".old-", 5))
+                rest = dname + 5;
+        const char *dash = rest ? strrchr(rest, '-') : NULL;
+        if (!dash || dash == rest)
+                return false;
+        char *end;
+        long pid = strtol(dash + 1, &end, 10);
+        if (*end || pid <= 0 || pid > INT32_MAX)
+                return false;
+        *ret_name = rest;
+        *ret_len = (size_t)(dash - rest);
+        *ret_pid = pid;
+        return true;
+}
+
+void img_remove_leftovers(int imgfd, const char *name)
+{
+        /* A dup() would share imgfd's position in the directory. */
+        int fd = openat(imgfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
         if (!d) {
                 if (fd >= 0)
@@ -263,18 +283,13 @@ static void remove_leftovers(int imgfd, const char *name)
                 return;
         }
         struct dirent *de;
-        size_t nl = strlen(name);
         while ((de = readdir(d))) {
-                const char *rest = NULL;
-                if (!strncmp(de->d_name, ".build-", 7))
-                        rest = de->d_name + 7;
-                else if (!strncmp(de->d_name, ".old-", 5))
-                        rest = de->d_name + 5;
-                if (!rest || strncmp(rest, name, nl) || rest[nl] != '-')
+                const char *of;
+                size_t len;
+                long pid;
+                if (!leftover_of(de->d_name, &of, &len, &pid))
                         continue;
-                char *end;
-                long pid = strtol(rest + nl + 1, &end, 10);
-                if (*end || pid <= 0 || pid > INT32_MAX)
+                if (name && (strlen(name) != len || strncmp(of, name, len)))
                         continue;
                 if (pid != getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
                         continue;
@@ -283,7 +298,7 @@ static void remove_leftovers(int imgfd, const char *name)
         closedir(d);
 }
 
-static bool image_complete(int imgfd, const char *name)
+bool img_complete(int imgfd, const char *name)
 {
         char p[256];
         struct stat st;
@@ -293,7 +308,7 @@ static bool image_complete(int imgfd, const char *name)
 
 /* Move the new build into place; whatever was there before (complete or
  * not) is moved aside first and then removed. */
-static int install_build(int imgfd, const char *build, const char *name, struct sbx_error *err)
+int img_install_build(int imgfd, const char *build, const char *name, struct sbx_error *err)
 {
         char old[128];
         snprintf(old, sizeof(old), ".old-%s-%d", name, (int)getpid());
@@ -316,7 +331,7 @@ static int build_rootfs(int bfd, const char *build_path, bool tiny, struct sbx_e
 {
         if (!tiny)
                 return build_debian(bfd, build_path, err);
-        int r = mkdir_mode(bfd, "rootfs", 0755);
+        int r = img_mkdir_mode(bfd, "rootfs", 0755);
         if (r < 0)
                 return sbx_error_set(err, -r, "create rootfs/");
         _cleanup_close_ int rootfd =
@@ -327,7 +342,7 @@ static int build_rootfs(int bfd, const char *build_path, bool tiny, struct sbx_e
 }
 
 /* Disk use of the built rootfs/; 0 when it cannot be measured. */
-static uint64_t rootfs_size(int bfd)
+uint64_t img_rootfs_size(int bfd)
 {
         struct stat st;
         int rfd = openat(bfd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -342,25 +357,40 @@ static uint64_t rootfs_size(int bfd)
 
 /* Build into <images>/.build-<name>-<pid>, then move it into place; on
  * failure the build dir goes. */
+int img_build_dir(int imgfd, const char *name, char build[128], int *ret_fd, struct sbx_error *err)
+{
+        if (path_printf(build, 128, ".build-%s-%d", name, (int)getpid()) < 0)
+                return sbx_error_set(err, ENAMETOOLONG, "image name too long");
+        if (mkdirat(imgfd, build, 0755) < 0)
+                return sbx_error_set(err, errno, "create `%s`", build);
+        int fd = openat(imgfd, build, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+                int r = sbx_error_set(err, errno, "open `%s`", build);
+                rm_rf_at(imgfd, build);
+                return r;
+        }
+        *ret_fd = fd;
+        return 0;
+}
+
 static int build_and_install(int imgfd, const char *images_dir, const char *name, bool tiny,
                              uint64_t *ret_size, struct sbx_error *err)
 {
         char build[128], build_path[PATH_MAX];
-        snprintf(build, sizeof(build), ".build-%s-%d", name, (int)getpid());
+        _cleanup_close_ int bfd = -1;
+        int r = img_build_dir(imgfd, name, build, &bfd, err);
+        if (r < 0)
+                return r;
         if (path_join(build_path, sizeof(build_path), images_dir, build) < 0)
-                return sbx_error_set(err, ENAMETOOLONG, "images dir path too long");
-        if (mkdirat(imgfd, build, 0755) < 0)
-                return sbx_error_set(err, errno, "create `%s`", build_path);
-        _cleanup_close_ int bfd =
-            openat(imgfd, build, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        int r = bfd < 0 ? sbx_error_set(err, errno, "open `%s`", build_path)
-                        : build_rootfs(bfd, build_path, tiny, err);
+                r = sbx_error_set(err, ENAMETOOLONG, "images dir path too long");
+        else
+                r = build_rootfs(bfd, build_path, tiny, err);
         if (r >= 0) {
-                *ret_size = rootfs_size(bfd);
+                *ret_size = img_rootfs_size(bfd);
                 r = write_image_json(bfd, name, *ret_size, err);
         }
         if (r >= 0)
-                r = install_build(imgfd, build, name, err);
+                r = img_install_build(imgfd, build, name, err);
         if (r < 0)
                 rm_rf_at(imgfd, build);
         return r;
@@ -383,14 +413,17 @@ static int64_t parse_rfc3339_ms(const char *s)
 
 static int read_info(int imgfd, const char *name, struct rt_image_info *info)
 {
-        char p[256], text[IMG_JSON_MAX];
+        char p[256];
         if (path_join(p, sizeof(p), name, IMG_JSON) < 0)
                 return -ENAMETOOLONG;
         _cleanup_close_ int fd = openat(imgfd, p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
                 return -errno;
-        ssize_t n = read(fd, text, sizeof(text));
-        if (n <= 0 || n == (ssize_t)sizeof(text))
+        _cleanup_free_ char *text = malloc(IMG_JSON_MAX);
+        if (!text)
+                return -ENOMEM;
+        ssize_t n = read(fd, text, IMG_JSON_MAX);
+        if (n <= 0 || n == (ssize_t)IMG_JSON_MAX)
                 return -EINVAL;
         json_t *j = json_loadb(text, (size_t)n, 0, NULL);
         if (!j)
@@ -401,8 +434,11 @@ static int read_info(int imgfd, const char *name, struct rt_image_info *info)
         snprintf(info->name, sizeof(info->name), "%s", name);
         info->built_at_ms = parse_rfc3339_ms(when);
         info->size_bytes = size > 0 ? (uint64_t)size : 0;
+        /* Only the images sandboxd builds have a recipe that can age; an
+         * imported one ("source") is what it is. */
         const char *recipe = json_string_value(json_object_get(j, "recipe"));
-        info->stale = (!strcmp(name, "tiny") || !strcmp(name, "debian")) &&
+        info->stale = !json_object_get(j, "source") &&
+                      (!strcmp(name, "tiny") || !strcmp(name, "debian")) &&
                       (!recipe || strcmp(recipe, image_recipe(name)));
         json_decref(j);
         return 0;
@@ -420,9 +456,9 @@ int rt_image_build(const char *images_dir, const char *name, bool force, struct 
         _cleanup_close_ int imgfd = open(images_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (imgfd < 0)
                 return sbx_error_set(err, errno, "open `%s`", images_dir);
-        remove_leftovers(imgfd, name);
+        img_remove_leftovers(imgfd, name);
         struct rt_image_info info;
-        if (!force && image_complete(imgfd, name)) {
+        if (!force && img_complete(imgfd, name)) {
                 if (read_info(imgfd, name, &info) < 0 || !info.stale) {
                         fprintf(stderr, "image '%s' already present (use force to rebuild)\n",
                                 name);
@@ -568,6 +604,9 @@ int rt_image_list(const char *images_dir, struct rt_image_info **ret, size_t *re
         _cleanup_close_ int imgfd = open(images_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (imgfd < 0 && errno != ENOENT)
                 return sbx_error_set(err, errno, "open `%s`", images_dir);
+        /* What a killed build or import left is never listed, and goes. */
+        if (imgfd >= 0)
+                img_remove_leftovers(imgfd, NULL);
         struct rt_image_info *v = NULL;
         size_t n = 0, cap = 0;
         int dfd = imgfd >= 0 ? dup(imgfd) : -1;
@@ -578,7 +617,7 @@ int rt_image_list(const char *images_dir, struct rt_image_info **ret, size_t *re
         while (d && (de = readdir(d))) {
                 struct rt_image_info info;
                 if (de->d_name[0] == '.' || !image_name_is_valid(de->d_name) ||
-                    !image_complete(imgfd, de->d_name) || read_info(imgfd, de->d_name, &info) < 0)
+                    !img_complete(imgfd, de->d_name) || read_info(imgfd, de->d_name, &info) < 0)
                         continue;
                 if (n == cap) {
                         size_t ncap = cap ? cap * 2 : 8;

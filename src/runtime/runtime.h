@@ -329,3 +329,36 @@ void rt_image_config_free(struct rt_image_config *c);
 /* List complete images; *ret is malloc'd. */
 int rt_image_list(const char *images_dir, struct rt_image_info **ret, size_t *ret_n,
                   struct sbx_error *err);
+
+/* ---- imported images (runtime/oci.c) ----
+ * An OCI image layout (a directory, or a tar of one) or a `docker save`
+ * archive, flattened into <images>/<name>/rootfs: every blob checked
+ * against its digest, layers applied in order with their whiteouts, the
+ * image config's Env, WorkingDir, User, Entrypoint and Cmd kept in
+ * image.json. Built in a .build- dir like any image: a failed or killed
+ * import leaves nothing that is used. docs/images.md. */
+enum rt_import_phase {
+        RT_IMPORT_VERIFY,  /* the blob's digest */
+        RT_IMPORT_SCAN,    /* pass 1: whiteouts, checks, diff_id */
+        RT_IMPORT_EXTRACT, /* pass 2: the files */
+        RT_IMPORT_DONE,    /* the layer is applied */
+};
+struct rt_import_progress {
+        unsigned layer, layers; /* 1-based; 0 while the archive is unpacked */
+        const char *digest;     /* "sha256:..." */
+        enum rt_import_phase phase;
+        uint64_t done, total; /* bytes of the blob read in this phase, its size */
+        uint64_t unpacked;    /* uncompressed bytes of the layer so far */
+};
+struct rt_import_opts {
+        bool force;        /* replace an image of that name */
+        bool no_setuid;    /* refuse setuid/setgid files */
+        uint64_t max_size; /* cap on the uncompressed size of all layers; 0: 32 GiB */
+        void (*progress)(void *ctx, const struct rt_import_progress *p);
+        void *ctx;
+};
+#define RT_IMPORT_MAX_SIZE_DEFAULT (32ull << 30)
+#define RT_IMPORT_LAYERS_MAX 128
+/* Import `file` as image `name`; its disk use in *ret_size. */
+int rt_image_import(const char *images_dir, const char *name, const char *file,
+                    const struct rt_import_opts *o, uint64_t *ret_size, struct sbx_error *err);

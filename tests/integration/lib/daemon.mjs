@@ -66,7 +66,7 @@ export class Daemon {
       "serve",
       "--listen", `127.0.0.1:${this.port}`,
       "--state", this.state,
-      "--images", IMAGES,
+      "--images", this.opts.images || IMAGES,
       "--default-image", this.opts.image || "tiny",
       ...(CLASS !== "ns" ? ["--default-class", CLASS] : []),
       ...(this.opts.args || []),

@@ -112,6 +112,13 @@ async function checkImage(name) {
     assert.equal(await sh("stat -c '%u %a' /data/new.txt"), "1000 640\n");
     assert.equal(await sh("test -p /fifo && echo fifo"), "fifo\n");
     assert.match(await sh("cat /deep/*/long-name-*.txt"), /^long\n$/);
+    // The image's config is every command's defaults: Env, WorkingDir,
+    // User, and Entrypoint + Cmd for a request without a command.
+    const dflt = await c.exec("s", ["/bin/sh", "-c", "echo $GREETING; pwd; id -u"]);
+    assert.equal(dflt.stdout, "hello\n/data\n0\n", dflt.stderr);
+    const none = await c.data("s", "POST", "/exec", {});
+    assert.equal(none.status, 200, JSON.stringify(none.body));
+    assert.equal(none.body.stdout, "hi\n");
   } finally {
     await d.destroy();
   }

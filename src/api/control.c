@@ -158,3 +158,27 @@ void control_stop(struct api_call *c, struct api_resp *resp)
         else
                 api_no_content(resp);
 }
+
+/* The images a sandbox can be made from: the server's, the same for every
+ * caller (names and sizes, nothing of any sandbox). */
+void control_images(struct api_call *c, struct api_resp *resp)
+{
+        struct rt_image_info *v = NULL;
+        size_t n = 0;
+        struct sbx_error err = {0};
+        if (rt_image_list(mgr_images_dir(c->a->mgr), &v, &n, &err) < 0) {
+                api_error(resp, 500, "internal", "cannot list the images");
+                return;
+        }
+        json_t *arr = json_array();
+        for (size_t i = 0; i < n; i++) {
+                char built[32];
+                format_rfc3339(v[i].built_at_ms, built);
+                json_array_append_new(arr, json_pack("{s:s,s:I,s:s,s:s,s:I}", "name", v[i].name,
+                                                     "sizeBytes", (json_int_t)v[i].size_bytes,
+                                                     "builtAt", built, "source", v[i].source,
+                                                     "layers", (json_int_t)v[i].layers));
+        }
+        free(v);
+        api_json(resp, 200, json_pack("{s:o}", "images", arr));
+}

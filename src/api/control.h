@@ -10,6 +10,7 @@ api_handler control_get;    /* GET    /v1/sandboxes/{name} */
 api_handler control_delete; /* DELETE /v1/sandboxes/{name} */
 api_handler control_attach; /* POST   /v1/sandboxes/{name}/attach */
 api_handler control_stop;   /* POST   /v1/sandboxes/{name}/stop */
+api_handler control_images; /* GET    /v1/images */
 
 /* The 200 of an attach: rec's handle (endpoint, a fresh credential for
  * deployment/name/id). A fork answers the same. */

@@ -49,6 +49,7 @@ static const struct api_route routes[] = {
 
         /* The control plane. */
         { "GET",    "/v1/sandboxes",             IDENTITY,   HELD,     BODY,     control_list },
+        { "GET",    "/v1/images",                IDENTITY,   HELD,     BODY,     control_images },
         { "GET",    EP,                          IDENTITY,   HELD,     BODY,     control_get },
         { "DELETE", EP,                          IDENTITY,   HELD,     BODY,     control_delete },
         { "POST",   EP "/attach",                IDENTITY,   HELD,     BODY,     control_attach },

@@ -615,6 +615,11 @@ void mgr_leave(struct manager *m, struct sandbox *sb)
         sandbox_unref(sb);
 }
 
+const char *mgr_images_dir(const struct manager *m)
+{
+        return m->images_dir;
+}
+
 const char *mgr_sandbox_dir(const struct sandbox *sb)
 {
         return sb->dir;

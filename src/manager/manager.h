@@ -174,6 +174,8 @@ int mgr_enter(struct manager *m, const char *deployment, const char *name, uint6
 void mgr_leave(struct manager *m, struct sandbox *sb);
 /* Its deployment, valid while entered. */
 const char *mgr_sandbox_deployment(const struct sandbox *sb);
+/* The images dir (mgr_config.images_dir, normalized). */
+const char *mgr_images_dir(const struct manager *m);
 /* The sandbox dir, valid while entered. */
 const char *mgr_sandbox_dir(const struct sandbox *sb);
 /* How to reach its agent (agent/client.h), valid while entered. */

@@ -440,7 +440,30 @@ static int read_info(int imgfd, const char *name, struct rt_image_info *info)
         info->stale = !json_object_get(j, "source") &&
                       (!strcmp(name, "tiny") || !strcmp(name, "debian")) &&
                       (!recipe || strcmp(recipe, image_recipe(name)));
+        const char *source = json_string_value(json_object_get(j, "source"));
+        snprintf(info->source, sizeof(info->source), "%s", source ? source : "built");
+        json_t *layers = json_object_get(j, "layers");
+        info->layers = json_is_array(layers) ? (unsigned)json_array_size(layers) : 1;
         json_decref(j);
+        return 0;
+}
+
+int rt_image_remove(const char *images_dir, const char *name, struct sbx_error *err)
+{
+        if (!images_dir || !name || !image_name_is_valid(name))
+                return sbx_error_set(err, EINVAL, "bad image name");
+        _cleanup_close_ int imgfd = open(images_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (imgfd < 0)
+                return sbx_error_set(err, errno, "open `%s`", images_dir);
+        if (!img_complete(imgfd, name))
+                return sbx_error_set(err, ENOENT, "there is no image '%s'", name);
+        /* Under a leftover's name: a kill from here on leaves what the
+         * next build, import or list removes. */
+        char away[128];
+        snprintf(away, sizeof(away), ".build-%s-%d", name, (int)getpid());
+        if (renameat(imgfd, name, imgfd, away) < 0)
+                return sbx_error_set(err, errno, "remove image '%s'", name);
+        rm_rf_at(imgfd, away);
         return 0;
 }
 

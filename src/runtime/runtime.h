@@ -299,12 +299,18 @@ struct rt_image_info {
         char name[65];
         int64_t built_at_ms;
         uint64_t size_bytes;
-        bool stale; /* built from an older recipe than this sandboxd's */
+        bool stale;      /* built from an older recipe than this sandboxd's */
+        char source[16]; /* "built", or an import's "oci" / "docker" */
+        unsigned layers; /* an import's layers (merged into rootfs/); 1 when built */
 };
 /* Build `name` ("debian" or "tiny"); progress lines go to stderr. An image
  * that is present is built again only when force is set or it is stale
  * (its image.json names another recipe than this sandboxd builds). */
 int rt_image_build(const char *images_dir, const char *name, bool force, struct sbx_error *err);
+/* Remove an image: it is renamed away at once (never half there for a
+ * new sandbox), then its files go. -ENOENT when there is none. Whether
+ * sandboxes use it is the caller's to check. */
+int rt_image_remove(const char *images_dir, const char *name, struct sbx_error *err);
 /* Path of a complete image's rootfs in out; -ENOENT when absent. */
 int rt_image_rootfs(const char *images_dir, const char *name, char *out, size_t out_len);
 /* An image's defaults for the commands run in it: image.json's "config"

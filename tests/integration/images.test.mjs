@@ -148,6 +148,53 @@ test("an OCI layout dir, a tar of it and a docker-archive import and run", async
   for (const n of ["imp-oci", "imp-ocitar", "imp-docker"]) await checkImage(n);
 });
 
+test("images are listed by the API; image rm refuses one a sandbox uses, naming it", async () => {
+  const dir = join(tmp, "oci-rm");
+  writeOciLayout(dir, layers(), { config: CONFIG });
+  importOk("imp-rm", dir);
+  importOk("imp-keep", dir);
+  const state = mkdtempSync(join(tmpdir(), "sandboxd-state-"));
+  const d = await new Daemon({ images, image: "imp-keep", state }).start();
+  try {
+    const c = new Client(d);
+    const r = await c.control("GET", "/v1/images");
+    assert.equal(r.status, 200);
+    const rm = r.body.images.find((i) => i.name === "imp-rm");
+    assert.equal(rm.source, "oci");
+    assert.equal(rm.layers, 3);
+    assert.ok(rm.sizeBytes > 0 && Date.parse(rm.builtAt) > 0);
+    const noauth = await fetch(`${d.url}/v1/images`);
+    assert.equal(noauth.status, 401);
+
+    const h = await c.control("POST", "/v1/sandboxes/user-of-rm/attach", { image: "imp-rm" });
+    assert.equal(h.status, 200, JSON.stringify(h.body));
+    const cli = (...a) => spawnSync(BIN, ["image", ...a, "--images", images, "--state", state]);
+    const busy = cli("rm", "imp-rm");
+    assert.equal(busy.status, 1);
+    assert.match(busy.stderr.toString(), /in use by 1 sandbox: dep-a\/user-of-rm/);
+    assert.ok(existsSync(join(images, "imp-rm", "image.json")));
+    // The configured default image (debian, unless sandboxd.conf says
+    // otherwise) is refused too; an unknown one is an error.
+    const dflt = cli("rm", "debian");
+    assert.equal(dflt.status, 1);
+    assert.match(dflt.stderr.toString(), /default image/);
+    assert.notEqual(cli("rm", "no-such").status, 0);
+
+    assert.equal((await c.control("DELETE", "/v1/sandboxes/user-of-rm")).status, 204);
+    const ok = cli("rm", "imp-rm");
+    assert.equal(ok.status, 0, ok.stderr.toString());
+    assert.ok(!existsSync(join(images, "imp-rm")));
+    assert.deepEqual(readdirSync(images).filter((n) => n.startsWith(".")), []);
+    const after = await c.control("GET", "/v1/images");
+    assert.ok(!after.body.images.some((i) => i.name === "imp-rm"));
+    const gone = await c.control("POST", "/v1/sandboxes/late/attach", { image: "imp-rm" });
+    assert.equal(gone.status, 404);
+    assert.equal(gone.body.error.code, "image_not_found");
+  } finally {
+    await d.destroy();
+  }
+});
+
 // ---- hostile archives ----
 
 function leftovers(name) {

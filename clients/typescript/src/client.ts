@@ -14,6 +14,7 @@ import type {
   ExecRequest,
   ExecResult,
   GrepMatch,
+  ImageInfo,
   Network,
   PollOptions,
   ProcessChunk,
@@ -173,6 +174,20 @@ export class SandboxClient {
     const rows = field(body, "sandboxes");
     if (!Array.isArray(rows)) throw badResponse("list: no sandboxes array");
     return rows.map(toRecord);
+  }
+
+  /** The images a sandbox can be made from (`attach`'s `image`), beyond the documented client. */
+  async images(): Promise<ImageInfo[]> {
+    const body = await this.#control("GET", "/v1/images", undefined, readJson);
+    const rows = field(body, "images");
+    if (!Array.isArray(rows)) throw badResponse("images: no images array");
+    return rows.map((r) => ({
+      name: str(field(r, "name")),
+      sizeBytes: num(field(r, "sizeBytes")),
+      builtAt: str(field(r, "builtAt")),
+      source: str(field(r, "source")),
+      layers: num(field(r, "layers")),
+    }));
   }
 
   /** Suspends the sandbox's compute early. The next use resumes it. */

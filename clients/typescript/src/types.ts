@@ -300,3 +300,16 @@ export interface StreamExit extends ProcessStatus {
   stdoutNext: number;
   stderrNext: number;
 }
+
+/** An image a sandbox can be made from (`SandboxClient.images`). */
+export interface ImageInfo {
+  name: string;
+  /** Its files' disk use on the server. */
+  sizeBytes: number;
+  /** RFC 3339. */
+  builtAt: string;
+  /** `built` (by the server), or an import's `oci` or `docker`. */
+  source: string;
+  /** An import's layers (merged into one tree); 1 for a built image. */
+  layers: number;
+}

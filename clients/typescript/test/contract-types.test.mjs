@@ -38,6 +38,7 @@ const ANSWERS = [
   { sdk: "ProcessStatus", wire: 'W["ProcessStatus"]', exact: true },
   { sdk: "ProcessOutput", wire: 'W["ProcessOutput"]', exact: true },
   { sdk: "DirEntry", wire: 'W["DirEntry"]', exact: true },
+  { sdk: "ImageInfo", wire: 'W["Image"]' },
   { sdk: "StreamStart", wire: 'W["StreamStart"]', exact: true },
   { sdk: "StreamExit", wire: 'W["StreamExit"]', exact: true },
 ];

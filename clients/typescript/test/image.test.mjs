@@ -46,6 +46,17 @@ describe("attach with an image", { skip: skipReason("tiny") ?? skipReason("debia
     await live.delete(name);
   });
 
+  it("images() lists what the server has", async () => {
+    const client = new SandboxClient({ identityToken: token });
+    const all = await client.images();
+    const tiny = all.find((i) => i.name === "tiny");
+    assert.ok(tiny, JSON.stringify(all));
+    assert.equal(tiny.source, "built");
+    assert.equal(tiny.layers, 1);
+    assert.ok(tiny.sizeBytes > 0 && Date.parse(tiny.builtAt) > 0);
+    assert.ok(all.some((i) => i.name === "debian"));
+  });
+
   it("an image the server does not have is a 404 image_not_found", async () => {
     const client = new SandboxClient({ identityToken: token });
     const name = uniqueName("img");

@@ -94,3 +94,35 @@ void dataplane_fork(struct api_call *c, struct api_resp *resp)
         }
         control_handle_answer(c, mgr_sandbox_deployment(c->sb), name, &rec, id, resp);
 }
+
+/* POST {endpoint}/snapshot {"image": NAME}: the sandbox's files as a new
+ * image, which sandboxes can then be made from (attach's `image`). */
+void dataplane_snapshot(struct api_call *c, struct api_resp *resp)
+{
+        json_t *body = object_body(c->req, resp);
+        if (!body)
+                return;
+        const char *image = json_string_value(json_object_get(body, "image"));
+        if (!image || strlen(image) != json_string_length(json_object_get(body, "image"))) {
+                api_error(resp, 400, "invalid_argument", "image: expected an image name");
+                json_decref(body);
+                return;
+        }
+        struct mgr_snapshot_info info;
+        struct sbx_error err = {0};
+        int r = mgr_snapshot(c->a->mgr, c->sb, image, &info, &err);
+        if (r < 0) {
+                json_decref(body);
+                failed(c, r, &err, resp);
+                return;
+        }
+        char at[32];
+        format_rfc3339(info.created_at, at);
+        api_json(resp, 200,
+                 json_pack("{s:s,s:I,s:I,s:I,s:I,s:s}", "image", image, "sizeBytes",
+                           (json_int_t)info.size_bytes, "copiedBytes",
+                           (json_int_t)info.copied_bytes, "linkedFiles",
+                           (json_int_t)info.linked_files, "durationMs",
+                           (json_int_t)info.duration_ms, "createdAt", at));
+        json_decref(body);
+}

@@ -23,6 +23,7 @@ api_handler dataplane_resize; /* POST   {endpoint}/processes/{id}/resize */
 /* checkpoint.c */
 api_handler dataplane_checkpoint; /* POST {endpoint}/checkpoint */
 api_handler dataplane_fork;       /* POST {endpoint}/fork */
+api_handler dataplane_snapshot;   /* POST {endpoint}/snapshot */
 
 /* Shared by the data-plane files. */
 struct api;

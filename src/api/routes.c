@@ -67,6 +67,7 @@ static const struct api_route routes[] = {
         { "POST",   EP "/processes/{id}/resize", CREDENTIAL, HELD,     BODY,     dataplane_resize },
         { "POST",   EP "/checkpoint",            CREDENTIAL, HELD,     BODY,     dataplane_checkpoint },
         { "POST",   EP "/fork",                  CREDENTIAL, HELD,     BODY,     dataplane_fork },
+        { "POST",   EP "/snapshot",              CREDENTIAL, HELD,     BODY,     dataplane_snapshot },
         { "GET",    EP "/files",                 CREDENTIAL, HELD,     BODY,     files_read },
         { "PUT",    EP "/files",                 CREDENTIAL, STREAMED, FILE_CAP, files_upload },
         { "GET",    EP "/files/list",            CREDENTIAL, HELD,     BODY,     files_list },

@@ -147,11 +147,15 @@ int mgr_fork(struct manager *m, struct sandbox *sb, const char *name, uint64_t *
 {
         if (!name || !name_is_valid(name))
                 return sbx_error_say(err, EINVAL, "name: not a valid sandbox name"), -EINVAL;
+        struct rt_spec spec;
+        sandbox_spec(m, sb, NULL, &spec);
+        if (!(rt_caps(m->rt, &spec) & RT_CAP_CHECKPOINT))
+                return manager_files_fork(m, sb, name, ret_id, ret, err);
         char dir[PATH_MAX];
         int r = copy_checkpoint(m, sb, dir, err);
         if (r < 0)
                 return r;
-        r = manager_fork_attach(m, sb, name, dir, ret_id, ret, err);
+        r = manager_fork_attach(m, sb, name, NULL, dir, ret_id, ret, err);
         rm_rf_at(AT_FDCWD, dir); /* moved into the fork, unless it failed */
         return r;
 }

@@ -198,6 +198,7 @@ int sandbox_destroy_locked(struct manager *m, struct sandbox *sb, const char *wh
         }
         store_sandbox_delete(m->store, sb->rec.id, NULL);
         atomic_store(&sb->gone, true);
+        manager_image_release(m, sb);
         pthread_mutex_lock(&m->lock);
         table_remove_locked(m, sb);
         m->stats.deleted++;

@@ -216,12 +216,18 @@ int sandbox_recover_locked(struct manager *m, struct sandbox *sb, struct sbx_err
 /* Whether sb has one its driver can restore. */
 bool sandbox_has_checkpoint(struct manager *m, struct sandbox *sb);
 /* The attach of a fork (manager.c): a new sandbox `name` of from's
- * deployment, account, class, driver, image and network, whose dir gets
- * dir (a copy of from's checkpoint) before its first start; -EEXIST when
- * the name is taken. */
+ * deployment, account, class, driver and network, from image (NULL:
+ * from's), whose dir gets dir (a copy of from's checkpoint; NULL: none)
+ * before its first start; -EEXIST when the name is taken. */
 int manager_fork_attach(struct manager *m, const struct sandbox *from, const char *name,
-                        const char *dir, uint64_t *ret_id, struct mgr_record *ret,
-                        struct sbx_error *err);
+                        const char *image, const char *dir, uint64_t *ret_id,
+                        struct mgr_record *ret, struct sbx_error *err);
+/* A sandbox's image that was made for it alone (a files fork's snapshot)
+ * goes with it (snapshot.c). */
+void manager_image_release(struct manager *m, const struct sandbox *sb);
+/* mgr_fork of a sandbox whose class keeps no checkpoint: its files. */
+int manager_files_fork(struct manager *m, struct sandbox *sb, const char *name, uint64_t *ret_id,
+                       struct mgr_record *ret, struct sbx_error *err);
 
 /* ---- pool.c ---- */
 /* Check cfg's pools and set them up (those of size 0 are left out):

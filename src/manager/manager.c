@@ -305,7 +305,8 @@ static int new_entry_locked(struct manager *m, const struct attach *a, struct sa
         snprintf(rec.image, sizeof(rec.image), "%s", a->img);
         snprintf(rec.driver, sizeof(rec.driver), "%s", class_driver(m, a->cls));
         if (a->fork_of) {
-                snprintf(rec.image, sizeof(rec.image), "%s", a->fork_of->rec.image);
+                snprintf(rec.image, sizeof(rec.image), "%s",
+                         a->image ? a->image : a->fork_of->rec.image);
                 snprintf(rec.driver, sizeof(rec.driver), "%s", a->fork_of->rec.driver);
         }
         snprintf(rec.network, sizeof(rec.network), "%s", a->net);
@@ -446,11 +447,11 @@ int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
 }
 
 int manager_fork_attach(struct manager *m, const struct sandbox *from, const char *name,
-                        const char *dir, uint64_t *ret_id, struct mgr_record *ret,
-                        struct sbx_error *err)
+                        const char *image, const char *dir, uint64_t *ret_id,
+                        struct mgr_record *ret, struct sbx_error *err)
 {
         struct mgr_caller c = {.deployment = from->rec.deployment, .account = from->rec.account};
-        struct attach a = {.c = &c, .name = name, .fork_of = from, .fork_dir = dir};
+        struct attach a = {.c = &c, .name = name, .fork_of = from, .fork_dir = dir, .image = image};
         int r = attach_check(m, from->rec.sandbox_class, from->rec.network, &a, err);
         if (r < 0)
                 return r;

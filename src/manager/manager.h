@@ -197,6 +197,18 @@ struct mgr_checkpoint_info {
  * start of it (after its processes ended: a host reboot, a crash) restores
  * that state instead of booting. keep_running false: it is stopped after
  * the save. -ENOTSUP: its class cannot. */
+/* A snapshot of sb's files as the new image `image` (runtime.h,
+ * rt_image_snapshot), the sandbox frozen meanwhile and running on after.
+ * -EEXIST when the image exists. Every class. */
+struct mgr_snapshot_info {
+        uint64_t size_bytes;   /* the new image's disk use */
+        uint64_t copied_bytes; /* what was copied (the rest is linked) */
+        uint64_t copied_files, linked_files;
+        int64_t duration_ms; /* frozen this long */
+        int64_t created_at;
+};
+int mgr_snapshot(struct manager *m, struct sandbox *sb, const char *image,
+                 struct mgr_snapshot_info *ret, struct sbx_error *err);
 int mgr_checkpoint(struct manager *m, struct sandbox *sb, bool keep_running,
                    struct mgr_checkpoint_info *ret, struct sbx_error *err);
 /* A new sandbox `name` (sb's deployment, account, class, network) started

@@ -307,6 +307,21 @@ struct rt_image_info {
  * that is present is built again only when force is set or it is stale
  * (its image.json names another recipe than this sandboxd builds). */
 int rt_image_build(const char *images_dir, const char *name, bool force, struct sbx_error *err);
+/* A snapshot (snapshot.c): the tree beneath root_fd (a sandbox's "/",
+ * whose files are owned by the image's ids + uid_shift), frozen by the
+ * caller, as the new image `name` made on top of `base` (whose config it
+ * keeps; its unchanged files are linked, not copied). -EEXIST when there
+ * is an image of that name. */
+struct rt_snapshot_stats {
+        uint64_t copied_files, linked_files;
+        uint64_t copied_bytes; /* what copy_file_range was asked to copy */
+        uint64_t size_bytes;   /* the new image's own disk use */
+};
+int rt_image_snapshot(const char *images_dir, const char *name, const char *base, int root_fd,
+                      uint32_t uid_shift, bool ephemeral, struct rt_snapshot_stats *stats,
+                      struct sbx_error *err);
+/* Whether name was made ephemeral (a files fork's, going with its sandbox). */
+bool rt_image_ephemeral(const char *images_dir, const char *name);
 /* Remove an image: it is renamed away at once (never half there for a
  * new sandbox), then its files go. -ENOENT when there is none. Whether
  * sandboxes use it is the caller's to check. */

@@ -313,3 +313,17 @@ export interface ImageInfo {
   /** An import's layers (merged into one tree); 1 for a built image. */
   layers: number;
 }
+
+/** A snapshot taken (`SandboxClient.snapshot`): an image from now on. */
+export interface SnapshotInfo {
+  image: string;
+  /** The new image's disk use on the server. */
+  sizeBytes: number;
+  /** What was copied; files unchanged from the sandbox's image are linked. */
+  copiedBytes: number;
+  linkedFiles: number;
+  /** How long the sandbox was frozen. */
+  durationMs: number;
+  /** RFC 3339. */
+  createdAt: string;
+}

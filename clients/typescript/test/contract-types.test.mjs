@@ -39,6 +39,7 @@ const ANSWERS = [
   { sdk: "ProcessOutput", wire: 'W["ProcessOutput"]', exact: true },
   { sdk: "DirEntry", wire: 'W["DirEntry"]', exact: true },
   { sdk: "ImageInfo", wire: 'W["Image"]' },
+  { sdk: "SnapshotInfo", wire: 'W["Snapshot"]', exact: true },
   { sdk: "StreamStart", wire: 'W["StreamStart"]', exact: true },
   { sdk: "StreamExit", wire: 'W["StreamExit"]', exact: true },
 ];

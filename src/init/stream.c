@@ -15,9 +15,11 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 /* Each status in a frame echoes at most this much command line. */
+#define STREAM_SNDBUF (256 << 10) /* a reader's socket buffer (the kernel doubles it) */
 #define FRAME_ARGV_BUDGET (AGENT_SF_MAX_LEN / 2)
 
 /* The lowest offset of stream i that a reader still needs: the slowest
@@ -231,6 +233,10 @@ void stream_attach(struct init_ctx *ctx, struct conn *c, struct proc *p, const u
         c->spos[0] = from[0];
         c->spos[1] = from[1];
         c->snext = 0;
+        /* What sits in the socket on its way counts as sent: keep it small
+         * (gVisor's own socket buffers are larger than Linux's). */
+        int sndbuf = STREAM_SNDBUF;
+        setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
         conn_hold(c, p, HELD_STREAM);
         stream_pump(ctx, c);
 }

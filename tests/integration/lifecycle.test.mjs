@@ -19,9 +19,16 @@ function sandboxDir(d, marker) {
     try {
       pids = readFileSync(join(cg, "cgroup.procs"), "utf8").trim().split("\n").filter(Boolean);
     } catch {}
-    const root = pids.length ? `/proc/${pids[0]}/root` : null;
-    if (root && existsSync(join(root, "workspace", marker)))
-      found.push({ id, dir: join(d.state, "sandboxes", id), cg, root });
+    // Any of its processes whose root is the sandbox's (under gVisor the
+    // first may be runsc's, whose root is not).
+    const root = pids.map((p) => `/proc/${p}/root`).find((r) => {
+      try {
+        return existsSync(join(r, "workspace", marker));
+      } catch {
+        return false;
+      }
+    });
+    if (root) found.push({ id, dir: join(d.state, "sandboxes", id), cg, root });
   }
   assert.equal(found.length, 1, `sandboxes holding ${marker}: ${found.map((f) => f.id)}`);
   return found[0];

@@ -68,6 +68,9 @@ static int init_dirs(struct manager *m, const struct mgr_config *cfg, struct sbx
         if (r < 0)
                 return sbx_error_set(err, -r, "images dir %s", cfg->images_dir);
         m->cfg.images_dir = m->images_dir;
+        /* A snapshot, build or import cut short by a crash is never used:
+         * what it left goes now. */
+        rt_image_sweep(m->images_dir);
         r = mkdir_p(m->sandboxes_dir, 0700);
         if (r < 0)
                 return sbx_error_set(err, -r, "create %s", m->sandboxes_dir);

@@ -20,8 +20,10 @@ int img_mkdir_mode(int dfd, const char *name, mode_t mode);
 /* Write a whole file in dfd (never through a symlink), fsync'd. */
 int img_write_file_at(int dfd, const char *name, const void *data, size_t len, mode_t mode);
 /* Remove .build-<name>-<pid> / .old-<name>-<pid> dirs whose process is
- * gone (or is us); name NULL: those of every name. */
-void img_remove_leftovers(int imgfd, const char *name);
+ * gone; name NULL: those of every name. ours: ours too (a process that
+ * knows it is building nothing else, whose pid a dead one may have had);
+ * never in the daemon, where another thread may be building. */
+void img_remove_leftovers(int imgfd, const char *name, bool ours);
 /* Whether <images>/<name>/image.json exists. */
 bool img_complete(int imgfd, const char *name);
 /* Make <images>/.build-<name>-<pid>: its name in build (>= 128 bytes) and

@@ -272,7 +272,7 @@ static bool leftover_of(const char *dname, const char **ret_name, size_t *ret_le
         return true;
 }
 
-void img_remove_leftovers(int imgfd, const char *name)
+void img_remove_leftovers(int imgfd, const char *name, bool ours)
 {
         /* A dup() would share imgfd's position in the directory. */
         int fd = openat(imgfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -291,7 +291,7 @@ void img_remove_leftovers(int imgfd, const char *name)
                         continue;
                 if (name && (strlen(name) != len || strncmp(of, name, len)))
                         continue;
-                if (pid != getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+                if (pid == getpid() ? !ours : (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
                         continue;
                 rm_rf_at(dirfd(d), de->d_name);
         }
@@ -479,7 +479,7 @@ int rt_image_build(const char *images_dir, const char *name, bool force, struct 
         _cleanup_close_ int imgfd = open(images_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (imgfd < 0)
                 return sbx_error_set(err, errno, "open `%s`", images_dir);
-        img_remove_leftovers(imgfd, name);
+        img_remove_leftovers(imgfd, name, true);
         struct rt_image_info info;
         if (!force && img_complete(imgfd, name)) {
                 if (read_info(imgfd, name, &info) < 0 || !info.stale) {
@@ -629,7 +629,7 @@ int rt_image_list(const char *images_dir, struct rt_image_info **ret, size_t *re
                 return sbx_error_set(err, errno, "open `%s`", images_dir);
         /* What a killed build or import left is never listed, and goes. */
         if (imgfd >= 0)
-                img_remove_leftovers(imgfd, NULL);
+                img_remove_leftovers(imgfd, NULL, false);
         struct rt_image_info *v = NULL;
         size_t n = 0, cap = 0;
         int dfd = imgfd >= 0 ? dup(imgfd) : -1;

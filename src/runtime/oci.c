@@ -680,7 +680,7 @@ int rt_image_import(const char *images_dir, const char *name, const char *file,
         _cleanup_close_ int imgfd = open(images_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (imgfd < 0)
                 return sbx_error_set(err, errno, "open `%s`", images_dir);
-        img_remove_leftovers(imgfd, name);
+        img_remove_leftovers(imgfd, name, true);
         if (!o->force && img_complete(imgfd, name))
                 return sbx_error_say(err, EEXIST, "image `%s` exists (--force replaces it)", name);
         char build[128];

@@ -320,6 +320,9 @@ struct rt_snapshot_stats {
 int rt_image_snapshot(const char *images_dir, const char *name, const char *base, int root_fd,
                       uint32_t uid_shift, bool ephemeral, struct rt_snapshot_stats *stats,
                       struct sbx_error *err);
+/* Remove what dead builds, imports, snapshots and removals left in the
+ * images dir (the daemon does at start-up). */
+void rt_image_sweep(const char *images_dir);
 /* Whether name was made ephemeral (a files fork's, going with its sandbox). */
 bool rt_image_ephemeral(const char *images_dir, const char *name);
 /* Remove an image: it is renamed away at once (never half there for a

@@ -372,6 +372,15 @@ static int write_snapshot_json(int bfd, const char *name, const char *base, int 
         return r < 0 ? sbx_error_set(err, -r, "write image.json") : 0;
 }
 
+void rt_image_sweep(const char *images_dir)
+{
+        int imgfd = open(images_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (imgfd < 0)
+                return;
+        img_remove_leftovers(imgfd, NULL, false);
+        close(imgfd);
+}
+
 bool rt_image_ephemeral(const char *images_dir, const char *name)
 {
         char p[PATH_MAX];
@@ -398,7 +407,7 @@ int rt_image_snapshot(const char *images_dir, const char *name, const char *base
         _cleanup_close_ int imgfd = open(images_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (imgfd < 0)
                 return sbx_error_set(err, errno, "open `%s`", images_dir);
-        img_remove_leftovers(imgfd, name);
+        img_remove_leftovers(imgfd, name, false); /* another thread may be making one */
         if (img_complete(imgfd, name) || faccessat(imgfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
                 return sbx_error_set(err, EEXIST, "there is an image '%s' already", name);
         if (fstat(root_fd, &rst) < 0 || !S_ISDIR(rst.st_mode))

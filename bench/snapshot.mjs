@@ -31,8 +31,10 @@ try {
   console.log(`class ${CLASS}, image ${IMAGE}`);
   for (const [label, mib] of [["10 MiB", 10], [`${BIG} MiB`, BIG]]) {
     const src = `src-${mib}`;
-    await c.sh(src, `mkdir -p /workspace/d && i=0; while [ $i -lt ${Math.max(1, mib / 10)} ]; do ` +
-      `head -c ${Math.min(mib, 10) << 20} /dev/urandom > /workspace/d/f$i; i=$((i+1)); done`, { timeoutMs: 600000 });
+    const w = await c.sh(src, `mkdir -p /workspace/d && i=0; while [ $i -lt ${Math.max(1, Math.round(mib / 10))} ]; do ` +
+      `head -c ${Math.min(mib, 10) << 20} /dev/urandom > /workspace/d/f$i || exit 1; i=$((i+1)); done; du -sm /workspace/d`,
+    { timeoutMs: 600000 });
+    if (w.exitCode !== 0) throw new Error(`writing ${label}: ${w.stderr}`);
     const [snapMs, snap] = await ms(() => c.data(src, "POST", "/snapshot", { image: `snap-${mib}` }));
     if (snap.status !== 200) throw new Error(JSON.stringify(snap.body));
     const b = snap.body;

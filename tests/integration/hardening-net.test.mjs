@@ -135,7 +135,10 @@ async function gvisorSocketMemory(c, d) {
   await until(async () => (await c.data("hog", "GET", `/processes/${id}`)).status === 404, 60000);
   const m = memoryOf(d, sb);
   assert.ok(m.oomKills > kills, `no OOM kill in the sandbox's cgroup: ${JSON.stringify(m)}`);
-  assert.ok(m.peak <= 128 * 2 ** 20, `the sandbox's memory peaked at ${m.peak}`);
+  // v1's max_usage_in_bytes has been seen a page over the limit at an OOM
+  // kill: the high-water mark is not the limit's own check. Bounded is the
+  // point: within one charge batch (64 pages) of it.
+  assert.ok(m.peak <= 128 * 2 ** 20 + 64 * 4096, `the sandbox's memory peaked at ${m.peak}`);
   assert.equal(await resolves(c, "nb", "nb-after-oom.sandboxd.test"), true);
   assert.equal((await c.exec("hog", ["/bin/sh", "-c", "test -x /workspace/nethog && echo back"])).stdout, "back\n");
 }

@@ -42,7 +42,7 @@ for b in build build-asan; do
         [ $rc -ne 0 ] && echo "$out" | tail -40
 done
 
-for target in jwt agent path init exec config; do
+for target in jwt agent path init exec config recipe; do
         secs=${FUZZ_SECONDS:-15}
         echo "== fuzz: $target, $secs s"
         flog=$(mktemp)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* sandboxd image build NAME [--force] | image list | image rm NAME
- * (image import: cmd-image-import.c) */
+/* sandboxd image list | image rm NAME | image recipe NAME (image build:
+ * cmd-image-build.c, image import: cmd-image-import.c) */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,17 +8,10 @@
 
 #include "../common/names.h"
 #include "../runtime/runtime.h"
+#include "../runtime/recipe.h"
 #include "../store/store.h"
 #include "cli.h"
 #include "settings.h"
-
-static int image_extra(const char *name, const char *value, void *ctx)
-{
-        if (strcmp(name, "force"))
-                return 0;
-        *(bool *)ctx = true;
-        return 1;
-}
 
 static int image_list(const struct settings *s)
 {
@@ -116,49 +109,42 @@ int cmd_image(int argc, char **argv)
 {
         if (argc > 0 && !strcmp(argv[0], "import"))
                 return cmd_image_import(argc - 1, argv + 1);
+        if (argc > 0 && !strcmp(argv[0], "build"))
+                return cmd_image_build(argc - 1, argv + 1);
+        if (argc == 2 && !strcmp(argv[0], "recipe") && recipe_builtin(argv[1])) {
+                fputs(recipe_builtin(argv[1]), stdout);
+                return 0;
+        }
         for (int i = 0; i < argc; i++)
                 if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
                         printf(
-                            "usage: sandboxd image build NAME [--force] | sandboxd image list\n"
-                            "       sandboxd image rm NAME\n"
-                            "       sandboxd image import NAME FILE (see image import --help)\n\n"
-                            "Images: debian (Debian 12 with python3, nodejs, npm, git, curl,\n"
-                            "ca-certificates, procps, vim-tiny; built with mmdebstrap) and\n"
-                            "tiny (busybox). `build` builds an image that is missing, or was\n"
-                            "built from an older recipe (RECIPE `older` in the list).\n\n"
-                            "  --force                    rebuild an image that exists\n");
+                            "usage: sandboxd image list | sandboxd image rm NAME\n"
+                            "       sandboxd image build NAME [-f RECIPE] (see image build "
+                            "--help)\n"
+                            "       sandboxd image import NAME FILE (see image import --help)\n"
+                            "       sandboxd image recipe tiny|debian\n\n"
+                            "Shipped images, each a recipe (`image recipe` prints it): debian\n"
+                            "(Debian 12 with python3, nodejs, npm, git, curl, ca-certificates,\n"
+                            "procps, vim-tiny) and tiny (busybox). `image build NAME` builds one\n"
+                            "that is missing or was built from an older recipe (RECIPE `older`\n"
+                            "in the list).\n");
                         settings_usage(0);
                         return 0;
                 }
-        static const char *const extra[] = {"force!", NULL};
-        bool force = false;
         struct settings s;
         char **args = NULL;
         settings_defaults(&s);
-        if (settings_parse(&s, 0, argc, argv, image_extra, extra, &force, &args) < 0)
+        if (settings_parse(&s, 0, argc, argv, NULL, NULL, NULL, &args) < 0)
                 return 2;
         int ret = 2;
-        struct sbx_error err = {0};
-        if (args[0] && !strcmp(args[0], "build") && args[1] && !args[2]) {
-                if (!image_name_is_valid(args[1])) {
-                        fprintf(stderr, "sandboxd image: bad image name '%s'\n", args[1]);
-                } else if (mkdir_p(s.images, 0755) < 0) {
-                        fprintf(stderr, "sandboxd image: cannot create %s\n", s.images);
-                        ret = 1;
-                } else if (rt_image_build(s.images, args[1], force, &err) < 0) {
-                        fprintf(stderr, "sandboxd image: %s\n", err.msg);
-                        ret = 1;
-                } else {
-                        ret = 0;
-                }
-        } else if (args[0] && !strcmp(args[0], "list") && !args[1]) {
+        if (args[0] && !strcmp(args[0], "list") && !args[1]) {
                 ret = image_list(&s);
         } else if (args[0] && !strcmp(args[0], "rm") && args[1] && !args[2]) {
                 ret = image_rm(&s, args[1]);
         } else {
                 fprintf(stderr,
-                        "usage: sandboxd image build NAME [--force] | sandboxd image list |\n"
-                        "       sandboxd image rm NAME |\n"
+                        "usage: sandboxd image build NAME [-f RECIPE] | sandboxd image list |\n"
+                        "       sandboxd image rm NAME | sandboxd image recipe tiny|debian |\n"
                         "       sandboxd image import NAME FILE [--force] [--no-setuid]\n");
         }
         free(args);

@@ -4,6 +4,8 @@
  * (cgroup-v1.c, cgroup-v2.c). See cgroup.h for the layout. */
 #include "cgroup.h"
 
+#include <dirent.h>
+
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/magic.h>
@@ -265,4 +267,24 @@ bool cg_populated(const struct cg_layout *l, uint64_t id)
 bool cg_any_populated(const struct cg_layout *l)
 {
         return l->ops->any_populated(l);
+}
+
+void cg_remove_root(const struct cg_layout *l)
+{
+        const char *mnts[CG_V1_COUNT + 1];
+        int n = cg_mounts(l, mnts);
+        char p[CG_PATH_MAX], c[CG_PATH_MAX];
+        for (int i = 0; i < n; i++) {
+                if (path_join(p, sizeof(p), mnts[i], l->root) < 0)
+                        continue;
+                DIR *d = opendir(p);
+                struct dirent *de;
+                while (d && (de = readdir(d)))
+                        if (de->d_type == DT_DIR && strcmp(de->d_name, ".") &&
+                            strcmp(de->d_name, "..") && path_join(c, sizeof(c), p, de->d_name) == 0)
+                                rmdir(c); /* fails for one with a process in it */
+                if (d)
+                        closedir(d);
+                rmdir(p);
+        }
 }

@@ -56,6 +56,11 @@ int cg_kill_all(const struct cg_layout *l, uint64_t id, struct sbx_error *err);
 /* rmdir every cgroup of the sandbox (retrying briefly on EBUSY). */
 int cg_remove(const struct cg_layout *l, uint64_t id, struct sbx_error *err);
 
+/* rmdir the root's empty cgroups, then the root itself, in every
+ * hierarchy (a daemon that stops with no sandbox alive leaves nothing of
+ * its own; one with a process in it stays). */
+void cg_remove_root(const struct cg_layout *l);
+
 /* Whether any process of the sandbox is alive. */
 bool cg_populated(const struct cg_layout *l, uint64_t id);
 /* Whether any sandbox under the root is (true when it cannot tell). */

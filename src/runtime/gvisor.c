@@ -296,7 +296,10 @@ static int gv_open(const struct rt_config *cfg, void **ret, struct sbx_error *er
 
 static void gv_close(void *state)
 {
-        free(state);
+        struct gv_rt *g = state;
+        if (g && !cg_any_populated(&g->cg))
+                cg_remove_root(&g->cg);
+        free(g);
 }
 
 /* ---- start / stop ---- */

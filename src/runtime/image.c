@@ -21,15 +21,10 @@
 
 #include "../common/names.h"
 #include "../common/tool.h"
+#include "recipe.h"
 
 #define IMG_BUSYBOX "/bin/busybox"
 #define IMG_LIST_MAX 65536
-/* What each image is built from, kept in its image.json: an image built
- * from another recipe is stale (`image list`), and `image build` builds it
- * again. Change the string whenever what the build makes changes. */
-#define IMG_DEBIAN_PACKAGES "python3,nodejs,npm,git,curl,ca-certificates,procps,vim-tiny"
-#define IMG_RECIPE_DEBIAN "mmdebstrap --variant=apt bookworm " IMG_DEBIAN_PACKAGES
-#define IMG_RECIPE_TINY "busybox 1"
 
 /* ---- small helpers ---- */
 
@@ -172,13 +167,18 @@ static int build_tiny(int rootfd, struct sbx_error *err)
         return 0;
 }
 
-static int build_debian(int builddir, const char *build_path, struct sbx_error *err)
+static int build_debian(int builddir, const char *build_path, const char *suite,
+                        const char *packages, struct sbx_error *err)
 {
-        char target[PATH_MAX];
+        char target[PATH_MAX], include[4096];
         if (snprintf(target, sizeof(target), "%s/rootfs", build_path) >= (int)sizeof(target))
                 return sbx_error_set(err, ENAMETOOLONG, "image path too long");
-        const char *const argv[] = {"mmdebstrap", "--variant=apt", "--include=" IMG_DEBIAN_PACKAGES,
-                                    "bookworm",   target,          NULL};
+        if (snprintf(include, sizeof(include), "--include=%s", packages ? packages : "") >=
+            (int)sizeof(include))
+                return sbx_error_say(err, E2BIG, "the package list is too long");
+        /* "--" ends the options: a suite is never taken for one. */
+        const char *const argv[] = {"mmdebstrap", "--variant=apt", include, "--",
+                                    suite,        target,          NULL};
         /* Its progress (stdout) goes where ours does. */
         struct tool_run t = {.argv = argv, .out_to_stderr = true};
         int r = run_tool(&t, NULL, err);
@@ -225,17 +225,12 @@ static uint64_t tree_size(int dfd, dev_t dev, int depth)
         return total;
 }
 
-static const char *image_recipe(const char *name)
-{
-        return !strcmp(name, "tiny") ? IMG_RECIPE_TINY : IMG_RECIPE_DEBIAN;
-}
-
 static int write_image_json(int builddir, const char *name, uint64_t size, struct sbx_error *err)
 {
         char when[32];
         format_rfc3339(now_ms(), when);
         json_t *j = json_pack("{s:s, s:s, s:I, s:s}", "name", name, "builtAt", when, "size",
-                              (json_int_t)size, "recipe", image_recipe(name));
+                              (json_int_t)size, "source", "bootstrap");
         char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         if (!text)
@@ -327,10 +322,11 @@ int img_install_build(int imgfd, const char *build, const char *name, struct sbx
 }
 
 /* The image's rootfs/, made in the build dir bfd. */
-static int build_rootfs(int bfd, const char *build_path, bool tiny, struct sbx_error *err)
+static int build_rootfs(int bfd, const char *build_path, bool tiny, const char *suite,
+                        const char *packages, struct sbx_error *err)
 {
         if (!tiny)
-                return build_debian(bfd, build_path, err);
+                return build_debian(bfd, build_path, suite, packages, err);
         int r = img_mkdir_mode(bfd, "rootfs", 0755);
         if (r < 0)
                 return sbx_error_set(err, -r, "create rootfs/");
@@ -374,7 +370,8 @@ int img_build_dir(int imgfd, const char *name, char build[128], int *ret_fd, str
 }
 
 static int build_and_install(int imgfd, const char *images_dir, const char *name, bool tiny,
-                             uint64_t *ret_size, struct sbx_error *err)
+                             const char *suite, const char *packages, uint64_t *ret_size,
+                             struct sbx_error *err)
 {
         char build[128], build_path[PATH_MAX];
         _cleanup_close_ int bfd = -1;
@@ -384,13 +381,13 @@ static int build_and_install(int imgfd, const char *images_dir, const char *name
         if (path_join(build_path, sizeof(build_path), images_dir, build) < 0)
                 r = sbx_error_set(err, ENAMETOOLONG, "images dir path too long");
         else
-                r = build_rootfs(bfd, build_path, tiny, err);
+                r = build_rootfs(bfd, build_path, tiny, suite, packages, err);
         if (r >= 0) {
                 *ret_size = img_rootfs_size(bfd);
                 r = write_image_json(bfd, name, *ret_size, err);
         }
-        if (r >= 0)
-                r = img_install_build(imgfd, build, name, err);
+        if (r >= 0 && renameat(imgfd, build, imgfd, name) < 0)
+                r = sbx_error_set(err, errno, "install image `%s`", name);
         if (r < 0)
                 rm_rf_at(imgfd, build);
         return r;
@@ -431,16 +428,19 @@ static int read_info(int imgfd, const char *name, struct rt_image_info *info)
         const char *when = json_string_value(json_object_get(j, "builtAt"));
         json_int_t size = json_integer_value(json_object_get(j, "size"));
         memset(info, 0, sizeof(*info));
-        snprintf(info->name, sizeof(info->name), "%s", name);
+        snprintf(info->name, sizeof(info->name), "%.64s", name);
         info->built_at_ms = parse_rfc3339_ms(when);
         info->size_bytes = size > 0 ? (uint64_t)size : 0;
-        /* Only the images sandboxd builds have a recipe that can age; an
-         * imported one ("source") is what it is. */
+        /* Only the images sandboxd ships have a recipe that can age; an
+         * imported or snapshotted one is what it is. */
         const char *recipe = json_string_value(json_object_get(j, "recipe"));
-        info->stale = !json_object_get(j, "source") &&
-                      (!strcmp(name, "tiny") || !strcmp(name, "debian")) &&
-                      (!recipe || strcmp(recipe, image_recipe(name)));
         const char *source = json_string_value(json_object_get(j, "source"));
+        const char *builtin = recipe_builtin(name);
+        char want[72] = "";
+        if (builtin)
+                recipe_text_id(builtin, strlen(builtin), want);
+        info->stale =
+            builtin && (!source || !strcmp(source, "built")) && (!recipe || strcmp(recipe, want));
         snprintf(info->source, sizeof(info->source), "%s", source ? source : "built");
         json_t *layers = json_object_get(j, "layers");
         info->layers = json_is_array(layers) ? (unsigned)json_array_size(layers) : 1;
@@ -467,34 +467,19 @@ int rt_image_remove(const char *images_dir, const char *name, struct sbx_error *
         return 0;
 }
 
-int rt_image_build(const char *images_dir, const char *name, bool force, struct sbx_error *err)
+int rt_image_bootstrap(const char *images_dir, const char *name, bool busybox, const char *suite,
+                       const char *packages, struct sbx_error *err)
 {
-        bool tiny = name && !strcmp(name, "tiny");
-        if (!images_dir || !name || (!tiny && strcmp(name, "debian")))
-                return sbx_error_set(err, EINVAL, "unknown image `%s` (tiny or debian)",
-                                     name ? name : "");
-        int r = mkdir_p(images_dir, 0755);
-        if (r < 0)
-                return sbx_error_set(err, -r, "create `%s`", images_dir);
+        if (!busybox && (!suite || !*suite || suite[0] == '-'))
+                return sbx_error_say(err, EINVAL, "@mmdebstrap needs a suite");
         _cleanup_close_ int imgfd = open(images_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (imgfd < 0)
                 return sbx_error_set(err, errno, "open `%s`", images_dir);
-        img_remove_leftovers(imgfd, name, true);
-        struct rt_image_info info;
-        if (!force && img_complete(imgfd, name)) {
-                if (read_info(imgfd, name, &info) < 0 || !info.stale) {
-                        fprintf(stderr, "image '%s' already present (use force to rebuild)\n",
-                                name);
-                        return 0;
-                }
-                fprintf(stderr, "image '%s' was built from an older recipe\n", name);
-        }
-        fprintf(stderr, "building image '%s'...\n", name);
+        img_remove_leftovers(imgfd, name, false);
+        if (faccessat(imgfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+                return sbx_error_say(err, EEXIST, "there is an image '%s' already", name);
         uint64_t size = 0;
-        if ((r = build_and_install(imgfd, images_dir, name, tiny, &size, err)) < 0)
-                return r;
-        fprintf(stderr, "image '%s' ready (%" PRIu64 " MiB)\n", name, (size + (1 << 19)) >> 20);
-        return 0;
+        return build_and_install(imgfd, images_dir, name, busybox, suite, packages, &size, err);
 }
 
 /* ---- an image's config ---- */

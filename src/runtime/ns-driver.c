@@ -147,6 +147,8 @@ static void ns_close(void *state)
         if (!rt)
                 return;
         zygote_close(&rt->zygote);
+        if (!cg_any_populated(&rt->cg))
+                cg_remove_root(&rt->cg);
         free(rt);
 }
 

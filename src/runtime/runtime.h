@@ -300,13 +300,30 @@ struct rt_image_info {
         int64_t built_at_ms;
         uint64_t size_bytes;
         bool stale;      /* built from an older recipe than this sandboxd's */
-        char source[16]; /* "built", or an import's "oci" / "docker" */
+        char source[16]; /* "built" (image build), "snapshot", an import's "oci", "docker" */
         unsigned layers; /* an import's layers (merged into rootfs/); 1 when built */
 };
-/* Build `name` ("debian" or "tiny"); progress lines go to stderr. An image
- * that is present is built again only when force is set or it is stale
- * (its image.json names another recipe than this sandboxd builds). */
-int rt_image_build(const char *images_dir, const char *name, bool force, struct sbx_error *err);
+/* The bases a recipe may start from without an image (recipe.h): the
+ * host's static busybox (`tiny`), or mmdebstrap of a Debian suite with
+ * packages (comma-separated, NULL for none). Built into images_dir/name,
+ * which must not exist; progress goes to stderr. */
+int rt_image_bootstrap(const char *images_dir, const char *name, bool busybox, const char *suite,
+                       const char *packages, struct sbx_error *err);
+/* A derived image (snapshot.c; the steps of a recipe build): dst_name in
+ * dst_dir made from src_name of src_dir, its files hard links to the
+ * source's, then a directory made (mkdir) and a layer tar applied
+ * (layer_fd, read from its start), image.json written with source,
+ * recipe, build_key and config_json (a JSON object; NULL: the source's).
+ * replace: an image dst_name that exists is replaced (else -EEXIST). */
+struct rt_derive {
+        const char *src_dir, *src_name;
+        const char *dst_dir, *dst_name;
+        const char *mkdir;
+        int layer_fd;
+        const char *source, *recipe, *build_key, *config_json;
+        bool replace;
+};
+int rt_image_derive(const struct rt_derive *d, struct sbx_error *err);
 /* A snapshot (snapshot.c): the tree beneath root_fd (a sandbox's "/",
  * whose files are owned by the image's ids + uid_shift), frozen by the
  * caller, as the new image `name` made on top of `base` (whose config it

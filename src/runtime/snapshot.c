@@ -36,6 +36,7 @@
 
 #include "../common/names.h"
 #include "image-internal.h"
+#include "oci.h"
 
 #define SNAP_MAX_DEPTH 256
 #define SNAP_XATTR_LIST 65536
@@ -56,6 +57,8 @@ struct snap {
         size_t n_links, cap_links;
         struct rt_snapshot_stats *st;
         struct sbx_error *err;
+        bool base_first; /* a derived image: link to the base before looking
+                          * for second names (every file has some) */
 };
 
 static bool ids_ok(const struct snap *s, const struct stat *st, uint32_t *uid, uint32_t *gid)
@@ -158,7 +161,7 @@ static bool link_base(struct snap *s, int base, int dst, const char *name, const
 static int copy_file(struct snap *s, int src, int base, int dst, const char *name,
                      const struct stat *st, uint32_t uid, uint32_t gid)
 {
-        if (link_base(s, base, dst, name, st, uid, gid))
+        if (!s->base_first && link_base(s, base, dst, name, st, uid, gid))
                 return 0;
         _cleanup_close_ int in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
         if (in < 0)
@@ -263,6 +266,8 @@ static int copy_entry(struct snap *s, int src, int base, int dst, const char *re
         }
         if (!S_ISREG(st.st_mode))
                 return 0; /* devices, sockets: nothing of the image's */
+        if (s->base_first && link_base(s, base, dst, name, &st, uid, gid))
+                return 0;
         int r = hardlink(s, dst, rel, name, &st);
         if (r != 0)
                 return r < 0 ? r : 0;
@@ -340,21 +345,41 @@ static int copy_dir(struct snap *s, int src_parent, int base_parent, int dst_par
         return 0;
 }
 
+/* An image's config (image.json's "config"), a new reference; NULL when
+ * it has none. */
+static json_t *image_config_of(int imgfd, const char *name)
+{
+        char p[256];
+        if (path_join(p, sizeof(p), name, IMG_JSON) < 0)
+                return NULL;
+        int fd = openat(imgfd, p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        json_t *j = fd >= 0 ? json_loadfd(fd, JSON_REJECT_DUPLICATES, NULL) : NULL;
+        if (fd >= 0)
+                close(fd);
+        json_t *cfg = json_incref(json_object_get(j, "config"));
+        json_decref(j);
+        return cfg;
+}
+
+/* Write j (its reference taken) as bfd's image.json. */
+static int write_json(int bfd, json_t *j, struct sbx_error *err)
+{
+        char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+        if (!text)
+                return sbx_error_set(err, ENOMEM, "image.json");
+        int r = img_write_file_at(bfd, IMG_JSON, text, strlen(text), 0644);
+        free(text);
+        return r < 0 ? sbx_error_set(err, -r, "write image.json") : 0;
+}
+
 /* The new image's image.json: the base's config, and where it came from. */
 static int write_snapshot_json(int bfd, const char *name, const char *base, int imgfd,
                                uint64_t size, bool ephemeral, struct sbx_error *err)
 {
-        char when[32], p[256];
+        char when[32];
         format_rfc3339(now_ms(), when);
-        json_t *cfg = NULL;
-        if (path_join(p, sizeof(p), base, "image.json") == 0) {
-                int fd = openat(imgfd, p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-                json_t *j = fd >= 0 ? json_loadfd(fd, JSON_REJECT_DUPLICATES, NULL) : NULL;
-                if (fd >= 0)
-                        close(fd);
-                cfg = json_incref(json_object_get(j, "config"));
-                json_decref(j);
-        }
+        json_t *cfg = image_config_of(imgfd, base);
         json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:s}", "name", name, "builtAt", when, "size",
                               (json_int_t)size, "source", "snapshot", "parent", base);
         if (j && cfg)
@@ -363,13 +388,7 @@ static int write_snapshot_json(int bfd, const char *name, const char *base, int 
                 json_decref(cfg);
         if (j && ephemeral)
                 json_object_set_new(j, "ephemeral", json_true());
-        char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-        json_decref(j);
-        if (!text)
-                return sbx_error_set(err, ENOMEM, "image.json");
-        int r = img_write_file_at(bfd, IMG_JSON, text, strlen(text), 0644);
-        free(text);
-        return r < 0 ? sbx_error_set(err, -r, "write image.json") : 0;
+        return write_json(bfd, j, err);
 }
 
 void rt_image_sweep(const char *images_dir)
@@ -451,5 +470,124 @@ int rt_image_snapshot(const char *images_dir, const char *name, const char *base
                 return r;
         }
         fsync(imgfd); /* the rename itself */
+        return 0;
+}
+
+/* ---- derived images (recipe builds) ---- */
+
+static int derive_json(int bfd, const struct rt_derive *d, int srcimg, uint64_t size,
+                       struct sbx_error *err)
+{
+        char when[32];
+        format_rfc3339(now_ms(), when);
+        json_t *cfg = NULL;
+        if (d->config_json) {
+                cfg = json_loads(d->config_json, JSON_REJECT_DUPLICATES, NULL);
+                if (!json_is_object(cfg)) {
+                        json_decref(cfg);
+                        return sbx_error_say(err, EINVAL, "a derived image's config");
+                }
+        } else {
+                cfg = image_config_of(srcimg, d->src_name);
+        }
+        json_t *j = json_pack("{s:s, s:s, s:I, s:s}", "name", d->dst_name, "builtAt", when, "size",
+                              (json_int_t)size, "source", d->source);
+        if (j && cfg && json_object_size(cfg))
+                json_object_set(j, "config", cfg);
+        json_decref(cfg);
+        if (j && d->recipe)
+                json_object_set_new(j, "recipe", json_string(d->recipe));
+        if (j && d->build_key)
+                json_object_set_new(j, "buildKey", json_string(d->build_key));
+        return write_json(bfd, j, err);
+}
+
+/* What goes on top of the copy: a directory, a layer tar. */
+static int derive_changes(int rootfd, const struct rt_derive *d, struct sbx_error *err)
+{
+        if (d->mkdir) {
+                char clean[PATH_MAX];
+                const char *rel = d->mkdir;
+                while (*rel == '/')
+                        rel++;
+                int r = oci_clean_path(rel, clean, sizeof(clean));
+                int fd = -1;
+                if (r == 0)
+                        r = oci_open_dir(rootfd, clean, true, &fd);
+                if (fd >= 0)
+                        close(fd);
+                if (r < 0)
+                        return sbx_error_set(err, -r, "WORKDIR %s", d->mkdir);
+        }
+        if (d->layer_fd < 0)
+                return 0;
+        uint64_t budget = UINT64_MAX;
+        struct oci_apply_opts o = {.mode = OCI_APPLY_MERGE, .budget = &budget};
+        struct oci_apply_result res;
+        return oci_tar_apply(rootfd, d->layer_fd, &o, &res, err);
+}
+
+static int derive_tree(int srcimg, int bfd, const struct rt_derive *d, struct sbx_error *err)
+{
+        char sp[160];
+        snprintf(sp, sizeof(sp), "%s/rootfs", d->src_name);
+        _cleanup_close_ int src =
+            openat(srcimg, sp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (src < 0)
+                return sbx_error_set(err, errno, "open image '%s'", d->src_name);
+        _cleanup_close_ int dst = mkdirat(bfd, "rootfs", 0755) < 0
+                                      ? -1
+                                      : openat(bfd, "rootfs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dst < 0)
+                return sbx_error_set(err, errno, "create a rootfs");
+        struct rt_snapshot_stats st = {0};
+        struct snap s = {.dst_root = dst,
+                         .src_mnt = mount_of(src, ""),
+                         .shift = 0,
+                         .st = &st,
+                         .err = err,
+                         .base_first = true};
+        int r = copy_dir(&s, src, src, dst, "", 0);
+        for (size_t i = 0; i < s.n_links; i++)
+                free(s.links[i].path);
+        free(s.links);
+        if (r >= 0)
+                r = derive_changes(dst, d, err);
+        if (r >= 0 && syncfs(dst) < 0)
+                r = sbx_error_set(err, errno, "sync the new image");
+        return r;
+}
+
+int rt_image_derive(const struct rt_derive *d, struct sbx_error *err)
+{
+        if (!image_name_is_valid(d->dst_name) || !image_name_is_valid(d->src_name))
+                return sbx_error_say(err, EINVAL, "not a valid image name");
+        _cleanup_close_ int srcimg = open(d->src_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int imgfd = open(d->dst_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (srcimg < 0 || imgfd < 0)
+                return sbx_error_set(err, errno, "open the images dir");
+        if (!img_complete(srcimg, d->src_name))
+                return sbx_error_say(err, ENOENT, "there is no image '%s'", d->src_name);
+        img_remove_leftovers(imgfd, d->dst_name, false);
+        if (!d->replace && faccessat(imgfd, d->dst_name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+                return sbx_error_say(err, EEXIST, "there is an image '%s' already", d->dst_name);
+        char build[128];
+        _cleanup_close_ int bfd = -1;
+        int r = img_build_dir(imgfd, d->dst_name, build, &bfd, err);
+        if (r < 0)
+                return r;
+        r = derive_tree(srcimg, bfd, d, err);
+        if (r >= 0)
+                r = derive_json(bfd, d, srcimg, img_rootfs_size(bfd), err);
+        if (r >= 0)
+                r = d->replace ? img_install_build(imgfd, build, d->dst_name, err)
+                    : renameat(imgfd, build, imgfd, d->dst_name) < 0
+                        ? sbx_error_set(err, errno, "install image '%s'", d->dst_name)
+                        : 0;
+        if (r < 0) {
+                rm_rf_at(imgfd, build);
+                return r;
+        }
+        fsync(imgfd);
         return 0;
 }

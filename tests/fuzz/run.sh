@@ -8,11 +8,12 @@
 #   init   sandbox-init's decoding of a request
 #   exec   the exec/spawn body parser, and the command's trip to sandbox-init
 #   config the config file parser
+#   recipe the image recipe parser (image build -f)
 # The corpus starts from the seeds below and grows in a temporary
 # directory; crash inputs are written to the current directory.
 set -eu
 
-targets="jwt agent path init exec config"
+targets="jwt agent path init exec config recipe"
 secs=${1:-30}
 target=${2:-jwt}
 usage() { echo "usage: $0 [seconds] [$(echo $targets | tr ' ' '|')]" >&2; exit 2; }
@@ -72,6 +73,12 @@ exec)
         printf '{"command":["sh","-c","echo $X"],"cwd":"sub","env":{"X":"1"},"stdin":true}' \
                 >"$c/exec"
         printf '{"command":["true"]}' >"$c/short"
+        max_len=8192
+        ;;
+recipe)
+        printf '# a recipe\nFROM tiny\nENV A=1 B="two words"\nWORKDIR /app\nCOPY src a /app/\nRUN make \\\n  all\nRUN ["/bin/sh", "-c", "echo hi"]\n' \
+                >"$c/recipe"
+        printf 'FROM @mmdebstrap bookworm git,curl\nWORKDIR /workspace\n' >"$c/base"
         max_len=8192
         ;;
 config)

@@ -372,7 +372,8 @@ int main(int argc, char **argv)
         snprintf(cgroot, sizeof(cgroot), "sandboxd-gvtest-%d", (int)getpid());
         struct sbx_error err = {0};
         char rootfs[512];
-        int r = rt_image_build(images, "tiny", false, &err);
+        mkdir(images, 0755);
+        int r = rt_image_bootstrap(images, "tiny", true, NULL, NULL, &err);
         CHECK(r == 0, "build tiny %s", err.msg);
         rt_image_rootfs(images, "tiny", rootfs, sizeof(rootfs));
 

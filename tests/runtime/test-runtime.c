@@ -508,12 +508,13 @@ static void test_concurrent(struct rt *rt, const char *rootfs)
 static void test_images(char *rootfs, size_t len)
 {
         struct sbx_error err = {0};
-        int r = rt_image_build(images, "tiny", false, &err);
+        mkdir(images, 0755);
+        int r = rt_image_bootstrap(images, "tiny", true, NULL, NULL, &err);
         CHECK(r == 0, "build tiny %s", err.msg);
-        r = rt_image_build(images, "tiny", false, &err);
-        CHECK(r == 0, "build tiny again without force keeps it");
-        r = rt_image_build(images, "nope", false, &err);
-        CHECK(r == -EINVAL, "unknown image refused");
+        r = rt_image_bootstrap(images, "tiny", true, NULL, NULL, &err);
+        CHECK(r == -EEXIST, "a second build of tiny is refused, the first kept");
+        r = rt_image_bootstrap(images, "nope", false, NULL, NULL, &err);
+        CHECK(r == -EINVAL, "@mmdebstrap without a suite refused");
         struct rt_image_info *v = NULL;
         size_t n = 0;
         r = rt_image_list(images, &v, &n, &err);

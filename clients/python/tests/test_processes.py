@@ -95,6 +95,8 @@ def test_stdin_without_a_pipe_is_409(client, sandbox):
 
 def test_stream_from_an_offset_and_interleaved(client, sandbox):
     proc = client.spawn(sandbox, ["/bin/sh", "-c", "printf abcdef; printf XY >&2"], lossless=True)
+    # An offset past what was written so far is a 400: start once it exited.
+    wait_exited(client, sandbox, proc.process_id)
     with client.stream(sandbox, proc.process_id, stdout_from=2) as stream:
         got = {"stdout": b"", "stderr": b""}
         for ch in stream:

@@ -147,3 +147,26 @@ def test_run_decodes_utf8_split_across_frames(client, sandbox):
     # 4-byte characters written one byte at a time still decode whole.
     r = client.run(sandbox, ["/bin/sh", "-c", r"for b in '\360' '\237' '\230' '\200'; do printf $b; sleep 0.05; done"])
     assert r.stdout == "\U0001f600"
+
+
+def test_leaving_a_stream_early_and_closing_it_from_another_thread(client, sandbox):
+    import threading
+
+    proc = client.spawn(sandbox, ["/bin/sh", "-c", "echo first; sleep 30"], lossless=True)
+    with client.stream(sandbox, proc.process_id) as stream:
+        for ch in stream:
+            assert ch.data == b"first\n"
+            break
+    assert stream.exit is None
+    # A reader blocked on a quiet process is woken by close() from elsewhere.
+    other = client.stream(sandbox, proc.process_id)
+    got: list[object] = []
+    reader = threading.Thread(target=lambda: got.extend(other))
+    reader.start()
+    while other.start is None and reader.is_alive():  # connected: its start frame was read
+        threading.Event().wait(0.02)
+    other.close()
+    reader.join(timeout=20)
+    assert not reader.is_alive(), "close() did not wake the reader"
+    assert [c.data for c in got] == [b"first\n"]
+    client.kill(sandbox, proc.process_id)

@@ -392,8 +392,8 @@ def to_handle(body: object) -> SandboxHandle:
     if isinstance(headers, dict):
         for k, v in headers.items():
             if isinstance(v, str):
-                if any(c in k + v for c in "\r\n\0"):
-                    raise bad_response("attach: a header that would split the request")
+                if not _header_ok(k, v):
+                    raise bad_response("attach: a header that cannot be sent")
                 clean[k] = v
     return SandboxHandle(
         name=str_of(field_of(body, "name")),
@@ -405,6 +405,10 @@ def to_handle(body: object) -> SandboxHandle:
         **_network(body),
         **_image(body),
     )
+
+
+def _header_ok(name: str, value: str) -> bool:
+    return bool(re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name)) and not re.search(r"[\x00-\x08\x0a-\x1f\x7f]", value)
 
 
 def copy_handle(h: SandboxHandle) -> SandboxHandle:

@@ -58,6 +58,13 @@ class Conn:
         return not readable  # readable while idle: EOF, or bytes nobody asked for
 
     def close(self) -> None:
+        # shutdown first: it wakes a thread blocked reading this socket
+        # (ProcessStream.close() from another thread), which close() alone
+        # does not.
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         try:
             self.sock.close()
         except OSError:

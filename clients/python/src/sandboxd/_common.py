@@ -151,16 +151,20 @@ def check_signal(sig: object) -> str:
 
 
 def check_pty(pty: Union[PtySize, Sequence[int], Mapping[str, int]]) -> dict[str, int]:
+    cols: object
+    rows: object
     if isinstance(pty, PtySize):
         cols, rows = pty.cols, pty.rows
     elif isinstance(pty, Mapping):
         cols, rows = pty.get("cols"), pty.get("rows")
     else:
         cols, rows = tuple(pty) if len(pty) == 2 else (None, None)
+    size: dict[str, int] = {}
     for what, v in (("cols", cols), ("rows", rows)):
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= PTY_MAX:
             raise SandboxRequestError(400, "invalid_argument", f"pty {what} must be an integer from 1 to {PTY_MAX}, not {v!r}")
-    return {"cols": int(cols), "rows": int(rows)}  # type: ignore[arg-type]
+        size[what] = v
+    return size
 
 
 def check_offset(n: object) -> int:

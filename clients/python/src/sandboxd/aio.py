@@ -7,8 +7,10 @@ same parser and the same behaviour as the blocking :class:`SandboxClient`.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import time
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Optional, Sequence, TypeVar, Union
+from urllib.parse import urlencode
 
 from . import _common as c
 from ._async_http import AsyncResponse, AsyncTransport
@@ -97,11 +99,11 @@ class AsyncSandboxClient:
         c.check_name(name)
         return c.to_record(await self._control("GET", f"/v1/sandboxes/{c.q(name)}", None, _read_json))
 
-    async def list(self) -> list[SandboxRecord]:
+    async def list(self) -> builtins.list[SandboxRecord]:
         body = await self._control("GET", "/v1/sandboxes", None, _read_json)
         return [c.to_record(r) for r in c.to_records(body, "sandboxes", "list")]
 
-    async def images(self) -> list[ImageInfo]:
+    async def images(self) -> builtins.list[ImageInfo]:
         body = await self._control("GET", "/v1/images", None, _read_json)
         return [c.to_image(r) for r in c.to_records(body, "images", "images")]
 
@@ -202,7 +204,7 @@ class AsyncSandboxClient:
         body = await self._data(name, lambda ep: c.bare_spec("GET", f"{ep}/processes/{pid}?{query}"), _read_json)
         return c.to_output(body)
 
-    async def processes(self, name: str) -> list[ProcessStatus]:
+    async def processes(self, name: str) -> builtins.list[ProcessStatus]:
         body = await self._data(name, lambda ep: c.bare_spec("GET", f"{ep}/processes"), _read_json)
         return [c.to_status(r) for r in c.to_records(body, "processes", "processes")]
 
@@ -236,7 +238,7 @@ class AsyncSandboxClient:
             raise TypeError("reconnect: expected a bool")
 
         async def open_(so: int, se: int) -> AsyncResponse:
-            query = c.urlencode({"stdoutFrom": str(so), "stderrFrom": str(se)})
+            query = urlencode({"stdoutFrom": str(so), "stderrFrom": str(se)})
 
             def build(ep: str) -> c.RequestSpec:
                 spec = c.bare_spec("GET", f"{ep}/processes/{pid}/stream?{query}")
@@ -265,12 +267,12 @@ class AsyncSandboxClient:
         raw = c.to_bytes(contents)
         await self._data(name, lambda ep: c.bytes_spec("PUT", f"{ep}/files?{query}", raw), _discard)
 
-    async def list_dir(self, name: str, path: str = ".") -> list[DirEntry]:
+    async def list_dir(self, name: str, path: str = ".") -> builtins.list[DirEntry]:
         query = c.path_query(path)
         body = await self._data(name, lambda ep: c.bare_spec("GET", f"{ep}/files/list?{query}"), _read_json)
         return c.to_entries(body)
 
-    async def grep(self, name: str, pattern: str, path: str = ".") -> list[GrepMatch]:
+    async def grep(self, name: str, pattern: str, path: str = ".") -> builtins.list[GrepMatch]:
         return c.grep_result(await self.exec(name, c.grep_command(pattern, path)))
 
     # ------------------------------------------------------------ internals

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import builtins
 import threading
 import time
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, TypeVar, Union
+from urllib.parse import urlencode
 
 from . import _common as c
 from ._http1 import ProtocolError
@@ -108,12 +110,12 @@ class SandboxClient:
         c.check_name(name)
         return c.to_record(self._control("GET", f"/v1/sandboxes/{c.q(name)}", None, self._read_json))
 
-    def list(self) -> list[SandboxRecord]:
+    def list(self) -> builtins.list[SandboxRecord]:
         """Every sandbox of the deployment."""
         body = self._control("GET", "/v1/sandboxes", None, self._read_json)
         return [c.to_record(r) for r in c.to_records(body, "sandboxes", "list")]
 
-    def images(self) -> list[ImageInfo]:
+    def images(self) -> builtins.list[ImageInfo]:
         """The images a sandbox can be made from (``attach``'s ``image``)."""
         body = self._control("GET", "/v1/images", None, self._read_json)
         return [c.to_image(r) for r in c.to_records(body, "images", "images")]
@@ -239,7 +241,7 @@ class SandboxClient:
         body = self._data(name, lambda ep: c.bare_spec("GET", f"{ep}/processes/{pid}?{query}"), self._read_json)
         return c.to_output(body)
 
-    def processes(self, name: str) -> list[ProcessStatus]:
+    def processes(self, name: str) -> builtins.list[ProcessStatus]:
         """Every process the sandbox holds: running, or exited and not yet killed."""
         body = self._data(name, lambda ep: c.bare_spec("GET", f"{ep}/processes"), self._read_json)
         return [c.to_status(r) for r in c.to_records(body, "processes", "processes")]
@@ -282,7 +284,7 @@ class SandboxClient:
             raise TypeError("reconnect: expected a bool")
 
         def open_(so: int, se: int) -> Response:
-            query = c.urlencode({"stdoutFrom": str(so), "stderrFrom": str(se)})
+            query = urlencode({"stdoutFrom": str(so), "stderrFrom": str(se)})
 
             def build(ep: str) -> c.RequestSpec:
                 spec = c.bare_spec("GET", f"{ep}/processes/{pid}/stream?{query}")
@@ -315,13 +317,13 @@ class SandboxClient:
         raw = c.to_bytes(contents)
         self._data(name, lambda ep: c.bytes_spec("PUT", f"{ep}/files?{query}", raw), self._discard)
 
-    def list_dir(self, name: str, path: str = ".") -> list[DirEntry]:
+    def list_dir(self, name: str, path: str = ".") -> builtins.list[DirEntry]:
         """A directory's entries; ``path`` defaults to ``.`` (the working directory)."""
         query = c.path_query(path)
         body = self._data(name, lambda ep: c.bare_spec("GET", f"{ep}/files/list?{query}"), self._read_json)
         return c.to_entries(body)
 
-    def grep(self, name: str, pattern: str, path: str = ".") -> list[GrepMatch]:
+    def grep(self, name: str, pattern: str, path: str = ".") -> builtins.list[GrepMatch]:
         """``grep -rnH`` for a pattern under a path; empty when nothing matches."""
         return c.grep_result(self.exec(name, c.grep_command(pattern, path)))
 

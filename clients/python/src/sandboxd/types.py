@@ -104,7 +104,7 @@ class ProcessOutput(ProcessStatus):
 class RunResult(ProcessOutput):
     """The final output of a ``run``: the whole stdout and stderr."""
 
-    timed_out: bool = False  # type: ignore[assignment]
+    timed_out: bool = False
     """``timeout_ms`` elapsed."""
     killed: bool = False
     """Stopped by ``timeout_ms`` (or a cancellation) rather than exiting."""

@@ -58,6 +58,15 @@ def test_async_run_burst_and_concurrent_runs(token, sandbox, client):
             assert hashlib.sha256("".join(pieces).encode()).hexdigest() == want
             assert hashlib.sha256(big.stdout.encode()).hexdigest() == want
             assert [s.stderr for s in small] == [f"run{i}\n" for i in range(4)]
+            # A coroutine on_output is awaited before more output is read.
+            seen: list[str] = []
+
+            async def slow(o):
+                await asyncio.sleep(0.01)
+                seen.append(o.stdout)
+
+            r = await ac.run(sandbox, ["/bin/sh", "-c", "for i in 1 2 3; do echo $i; sleep 0.05; done"], on_output=slow)
+            assert "".join(seen) == r.stdout == "1\n2\n3\n"
             r = await ac.run(sandbox, ["sleep", "30"], timeout_ms=300)
             assert r.timed_out and r.killed and r.exit_code == 137
     run(main())

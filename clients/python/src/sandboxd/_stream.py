@@ -204,6 +204,8 @@ class RunState:
         self._decoders = {s: codecs.getincrementaldecoder("utf-8")("replace") for s in ("stdout", "stderr")}
         self._text: dict[str, list[str]] = {"stdout": [], "stderr": []}
         self._told_dropped = {"stdout": 0, "stderr": 0}
+        self.pending: list[Any] = []
+        """What on_output returned (the asyncio client awaits what is awaitable)."""
 
     def add(self, chunk: ProcessChunk) -> None:
         self._keep(chunk.stream, self._decoders[chunk.stream].decode(chunk.data))
@@ -237,7 +239,7 @@ class RunState:
             total = getattr(start, f"{s}_dropped") if start else 0
             dropped[s] = total - self._told_dropped[s]
             self._told_dropped[s] = total
-        self._on_output(
+        self.pending.append(self._on_output(
             ProcessOutput(
                 **self._status(),
                 stdout=text if stream == "stdout" else "",
@@ -247,7 +249,7 @@ class RunState:
                 stdout_dropped=dropped["stdout"],
                 stderr_dropped=dropped["stderr"],
             )
-        )
+        ))
 
     def _status(self) -> dict[str, Any]:
         """The latest status known: the exit's, else the latest start's, else the spawn's."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import inspect
 import time
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Optional, Sequence, TypeVar, Union
 from urllib.parse import urlencode
@@ -156,7 +157,11 @@ class AsyncSandboxClient:
                   user: Optional[str] = None, stdin: bool = False, pty: Pty = None,
                   on_output: Optional[Callable[[ProcessOutput], Any]] = None, timeout_ms: Optional[float] = None,
                   interval_ms: Optional[float] = None) -> RunResult:
-        """As :meth:`SandboxClient.run`. Cancelling the task kills the process."""
+        """As :meth:`SandboxClient.run`. Cancelling the task kills the process.
+
+        ``on_output`` may be a coroutine function: each call is awaited
+        before more output is read.
+        """
         del interval_ms
         proc = await self.spawn(name, command, cwd=cwd, env=env, user=user, stdin=stdin, lossless=True, pty=pty)
         pid = proc.process_id
@@ -177,6 +182,7 @@ class AsyncSandboxClient:
                         stream._deadline = time.monotonic() + c.RUN_DRAIN_S
                         continue
                     run.add(item)
+                    await _settle(run)
             except SandboxRequestError:
                 if ended is None:
                     raise
@@ -189,7 +195,9 @@ class AsyncSandboxClient:
                 await self._reap(name, pid)
             raise
         await self._reap(name, pid)
-        return run.result(ended == "timeout", ended is not None)
+        result = run.result(ended == "timeout", ended is not None)
+        await _settle(run)
+        return result
 
     async def spawn(self, name: str, command: Command, *, cwd: Optional[str] = None, env: Env = None,
                     user: Optional[str] = None, stdin: bool = False, lossless: bool = False,
@@ -387,6 +395,14 @@ class AsyncSandboxClient:
             if res is not None:
                 res.close()
             raise
+
+
+async def _settle(run: RunState) -> None:
+    """Awaits what on_output returned, when it is awaitable (a coroutine function's)."""
+    pending, run.pending = run.pending, []
+    for p in pending:
+        if inspect.isawaitable(p):
+            await p
 
 
 async def _read_json(res: AsyncResponse) -> Any:

@@ -206,6 +206,7 @@ class SandboxClient:
                         stream._deadline = time.monotonic() + c.RUN_DRAIN_S
                         continue
                     run.add(item)
+                    run.pending.clear()
             except SandboxRequestError:
                 # Once killed, a stream that ends short of the exit (the
                 # process is gone) still makes a result.

@@ -155,10 +155,11 @@ def test_stale_credential_is_reattached_once(client, token):
 
 
 def test_daemon_down_then_credentials_refreshed_before_expiry():
-    """A second daemon, with 2 s credentials: they are refreshed before they
-    expire (no 401 needed); once the daemon is down every call is
+    """A second daemon, with 2 s credentials and room for one sandbox: the
+    credentials are refreshed before they expire (no 401 needed), a second
+    sandbox is a 402, and once the daemon is down every call is
     SandboxUnavailableError."""
-    d = Daemon(["--credential-ttl", "2s", "--pool-size", "0"]).start()
+    d = Daemon(["--credential-ttl", "2s", "--pool-size", "0", "--max-per-deployment", "1"]).start()
     try:
         c = SandboxClient(token=d.token())
         spy = Spy(c)
@@ -170,6 +171,11 @@ def test_daemon_down_then_credentials_refreshed_before_expiry():
         time.sleep(2.2)  # past expiresAt
         assert c.exec(name, ["true"]).exit_code == 0
         assert spy.attaches == 2 and spy.unauthorized == 0, spy.calls
+
+        # The deployment's cap (1 here) is a 402, as the documented handler expects.
+        with pytest.raises(SandboxRequestError) as e:
+            c.attach(unique("over-cap"))
+        assert (e.value.status, e.value.code) == (402, "cap_reached")
 
         assert d.stop() == 0
         with pytest.raises(SandboxUnavailableError):

@@ -67,3 +67,9 @@ def test_command_must_be_argv(client, sandbox):
 
     with pytest.raises(TypeError):
         client.exec(sandbox, "echo hi")  # type: ignore[arg-type]
+
+
+def test_user(client, sandbox):
+    r = client.exec(sandbox, ["id", "-u"], user="1000")
+    assert (r.exit_code, r.stdout) == (0, "1000\n")
+    assert client.exec(sandbox, ["id", "-u"]).stdout == "0\n"

@@ -17,6 +17,26 @@ def test_binary_round_trip(client, sandbox):
     assert int(size) == len(data)
 
 
+def test_large_file_round_trip(client, sandbox, token):
+    import asyncio
+
+    from sandboxd import AsyncSandboxClient
+
+    data = os.urandom(6 * 1024 * 1024)
+    client.write_file_bytes(sandbox, "large.bin", data)
+    want = client.exec(sandbox, ["sha256sum", "large.bin"]).stdout.split()[0]
+    import hashlib
+
+    assert hashlib.sha256(data).hexdigest() == want
+    assert client.read_file_bytes(sandbox, "large.bin") == data
+
+    async def main():
+        async with AsyncSandboxClient(token=token) as ac:
+            await ac.write_file_bytes(sandbox, "large2.bin", data[::-1])
+            assert await ac.read_file_bytes(sandbox, "large2.bin") == data[::-1]
+    asyncio.run(main())
+
+
 def test_empty_file(client, sandbox):
     client.write_file_bytes(sandbox, "empty", b"")
     assert client.read_file_bytes(sandbox, "empty") == b""

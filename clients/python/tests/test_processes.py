@@ -170,3 +170,24 @@ def test_leaving_a_stream_early_and_closing_it_from_another_thread(client, sandb
     assert not reader.is_alive(), "close() did not wake the reader"
     assert [c.data for c in got] == [b"first\n"]
     client.kill(sandbox, proc.process_id)
+
+
+def test_pty_and_resize(client, sandbox):
+    proc = client.spawn(sandbox, ["/bin/sh", "-i"], pty=(80, 24))
+    assert proc.pty is True
+    with client.stream(sandbox, proc.process_id) as screen:
+        seen = b""
+        client.stdin(sandbox, proc.process_id, "stty size\n")
+        chunks = iter(screen)
+        while b"24 80" not in seen:
+            seen += next(chunks).data
+        client.resize(sandbox, proc.process_id, 120, 40)
+        client.stdin(sandbox, proc.process_id, "stty size; exit\n")
+        for ch in chunks:
+            seen += ch.data
+    assert b"40 120" in seen
+    assert screen.exit is not None and screen.exit.exit_code == 0
+    with pytest.raises(SandboxRequestError) as e:
+        client.spawn(sandbox, ["true"], pty=(0, 24))
+    assert (e.value.status, e.value.code) == (400, "invalid_argument")
+    client.kill(sandbox, proc.process_id)

@@ -73,3 +73,19 @@ def test_user(client, sandbox):
     r = client.exec(sandbox, ["id", "-u"], user="1000")
     assert (r.exit_code, r.stdout) == (0, "1000\n")
     assert client.exec(sandbox, ["id", "-u"]).stdout == "0\n"
+
+
+def test_threads_share_one_client_and_one_attach(token):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from conftest import Spy, unique
+    from sandboxd import SandboxClient
+
+    name = unique("threads")
+    with SandboxClient(token=token) as c:
+        spy = Spy(c)
+        with ThreadPoolExecutor(6) as pool:
+            results = list(pool.map(lambda i: c.exec(name, ["/bin/sh", "-c", f"echo {i}"]), range(12)))
+        assert [r.stdout for r in results] == [f"{i}\n" for i in range(12)]
+        assert spy.attaches == 1, "concurrent first calls share one attach"
+        c.delete(name)

@@ -92,3 +92,12 @@ def test_fork(client):
                 client.delete(n)
             except SandboxRequestError:
                 pass
+
+
+@pytest.mark.skipif(CLASS != "ns", reason="checkpoints are gvisor's")
+def test_checkpoint_under_ns_is_unsupported(client, sandbox):
+    with pytest.raises(SandboxRequestError) as e:
+        client.checkpoint(sandbox, keep_running=True)
+    assert (e.value.status, e.value.code) == (409, "unsupported_class")
+    with pytest.raises(TypeError):
+        client.checkpoint(sandbox, keep_running="yes")  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-EXTRA_PACKAGES="clang libclang-rt-14-dev clang-format clang-tidy cppcheck bubblewrap runc strace" \
+EXTRA_PACKAGES="clang libclang-rt-14-dev clang-format clang-tidy cppcheck bubblewrap runc strace python3-pytest" \
         ./scripts/setup.sh || exit 1
 
 if [ ! -f build-asan/build.ninja ]; then
@@ -92,6 +92,21 @@ run_suite() {
         rm -f "$log"
 }
 run_suite ns "${files[@]}"
+echo "== Python SDK tests (daemon built with ASan+UBSan)"
+# pytest's last summary line ("N passed, M failed, K errors in ...") gives
+# the counts; an exit without one (a crash, a collection error, no pytest)
+# counts as a failure.
+pylog=$(mktemp)
+( cd clients/python && SANDBOXD_TEST_CLASS=ns python3 -m pytest -q -p no:cacheprovider tests ) >"$pylog" 2>&1
+pyrc=$?
+pyline=$(grep -E "[0-9]+ (passed|failed|errors?)( |,|$)" "$pylog" | tail -1)
+ppass=$(echo "$pyline" | grep -oE "[0-9]+ passed" | awk '{s += $1} END {print s + 0}')
+pfail=$(echo "$pyline" | grep -oE "[0-9]+ (failed|errors?)" | awk '{s += $1} END {print s + 0}')
+[ "$pyrc" -ne 0 ] && [ "$pfail" -eq 0 ] && pfail=1
+echo "${pyline:-pytest exited with $pyrc}"
+[ "$pyrc" -ne 0 ] && tail -80 "$pylog"
+count "$ppass" "$pfail"
+rm -f "$pylog"
 runsc_version=$(runsc --version 2>/dev/null || true)
 if [[ $runsc_version =~ 20(2[3-9]|[3-9][0-9])[0-9]{4} ]]; then
         run_suite gvisor "${class_files[@]}"

@@ -97,7 +97,8 @@ echo "== Python SDK tests (daemon built with ASan+UBSan)"
 # the counts; an exit without one (a crash, a collection error, no pytest)
 # counts as a failure.
 pylog=$(mktemp)
-( cd clients/python && SANDBOXD_TEST_CLASS=ns python3 -m pytest -q -p no:cacheprovider tests ) >"$pylog" 2>&1
+# Debian's python3, where python3-pytest is (not whichever python3 is first in $PATH).
+( cd clients/python && SANDBOXD_TEST_CLASS=ns /usr/bin/python3 -m pytest -q -p no:cacheprovider tests ) >"$pylog" 2>&1
 pyrc=$?
 pyline=$(grep -E "[0-9]+ (passed|failed|errors?)( |,|$)" "$pylog" | tail -1)
 ppass=$(echo "$pyline" | grep -oE "[0-9]+ passed" | awk '{s += $1} END {print s + 0}')

@@ -455,7 +455,10 @@ int manager_fork_attach(struct manager *m, const struct sandbox *from, const cha
 {
         struct mgr_caller c = {.deployment = from->rec.deployment, .account = from->rec.account};
         struct attach a = {.c = &c, .name = name, .fork_of = from, .fork_dir = dir, .image = image};
-        int r = attach_check(m, from->rec.sandbox_class, from->rec.network, &a, err);
+        /* A sandbox taken from a pool has no network of its own in its
+         * record: the default's, which the fork gets too. */
+        int r = attach_check(m, from->rec.sandbox_class,
+                             from->rec.network[0] ? from->rec.network : NULL, &a, err);
         if (r < 0)
                 return r;
         a.class_named = true;

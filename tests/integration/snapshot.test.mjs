@@ -8,7 +8,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BIN, Daemon, Client, IMAGES, sleep, GVISOR } from "./lib/daemon.mjs";
+import { BIN, Daemon, Client, IMAGES, sleep, until, GVISOR } from "./lib/daemon.mjs";
 
 let d, c, images;
 before(async () => {
@@ -170,4 +170,23 @@ test("a fork without a checkpoint (ns) starts from the files at this moment; bot
   assert.ok(existsSync(join(images, f.body.image)));
   assert.equal((await c.control("DELETE", "/v1/sandboxes/child")).status, 204);
   assert.ok(!existsSync(join(images, f.body.image)));
+});
+
+test("a sandbox taken from the warm pool forks too (its network is the default's)", { skip: GVISOR && "gvisor forks from checkpoints (checkpoint.test.mjs)" }, async () => {
+  const pd = await new Daemon({ images, args: ["--pool-size", "2"] }).start();
+  try {
+    const pc = new Client(pd);
+    await pc.attach("first");
+    await pc.sh("pooled", "echo from-the-pool > /workspace/mark");
+    await pc.attach("third");
+    const f = await pc.data("pooled", "POST", "/fork", { name: "pooled-fork" });
+    assert.equal(f.status, 200, JSON.stringify(f.body));
+    pc.handles.set("pooled-fork", f.body);
+    assert.equal((await pc.sh("pooled-fork", "cat /workspace/mark")).stdout, "from-the-pool\n");
+    const g = await pc.control("GET", "/v1/sandboxes/pooled-fork");
+    assert.equal(g.body.network, "nat");
+    assert.equal((await pc.control("GET", "/v1/sandboxes/pooled")).body.network, "nat");
+  } finally {
+    await pd.destroy();
+  }
 });

@@ -364,11 +364,30 @@ static char *final_config(struct build *b)
         return text;
 }
 
+/* Whether NAME is already this build's result: the same chain, from the
+ * same recipe text. */
+static bool up_to_date(const struct build *b, const char *recipe_id)
+{
+        char p[PATH_MAX];
+        if (path_printf(p, sizeof(p), "%s/%s/image.json", b->images, b->name) < 0)
+                return false;
+        json_t *j = json_load_file(p, JSON_REJECT_DUPLICATES, NULL);
+        const char *key = json_string_value(json_object_get(j, "buildKey"));
+        const char *rid = json_string_value(json_object_get(j, "recipe"));
+        bool same = key && rid && !strcmp(key, b->key) && !strcmp(rid, recipe_id);
+        json_decref(j);
+        return same;
+}
+
 static int install(struct build *b, struct sbx_error *err)
 {
         char recipe_id[72];
         if (recipe_text_id(b->text, b->text_len, recipe_id) < 0)
                 return sbx_error_say(err, EIO, "digest the recipe");
+        if (!b->no_cache && up_to_date(b, recipe_id)) {
+                fprintf(stderr, "image '%s' is up to date\n", b->name);
+                return 0;
+        }
         _cleanup_free_ char *cfg = final_config(b);
         if (!cfg)
                 return sbx_error_set(err, ENOMEM, "the image's config");

@@ -577,8 +577,10 @@ int rt_image_derive(const struct rt_derive *d, struct sbx_error *err)
         if (r < 0)
                 return r;
         r = derive_tree(srcimg, bfd, d, err);
+        /* A build cache's step is never listed: its size is not measured. */
         if (r >= 0)
-                r = derive_json(bfd, d, srcimg, img_rootfs_size(bfd), err);
+                r = derive_json(bfd, d, srcimg,
+                                strcmp(d->source, "cache") ? img_rootfs_size(bfd) : 0, err);
         if (r >= 0)
                 r = d->replace ? img_install_build(imgfd, build, d->dst_name, err)
                     : renameat(imgfd, build, imgfd, d->dst_name) < 0

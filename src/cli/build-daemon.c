@@ -556,8 +556,17 @@ int build_daemon_run(struct build_daemon *d, const struct build_run *r, int *ret
         j = NULL;
         if (ret == 0 && *ret_exit == 0) {
                 body = json_pack("{s:s}", "image", r->snapshot);
-                ret = data_call(endpoint, cred, "/snapshot", body, 3600, &j, "snapshot the step",
-                                err);
+                char url[1024];
+                snprintf(url, sizeof(url), "%s/snapshot", endpoint);
+                long status = 0;
+                ret = call("POST", url, cred, body, 3600, &status, &j, err);
+                /* 409: another build made this very step (its key names
+                 * what it holds) meanwhile. */
+                const char *code =
+                    json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+                if (ret == 0 && status != 200 &&
+                    !(status == 409 && code && !strcmp(code, "already_exists")))
+                        ret = answer_error(status, j, "snapshot the step", err);
                 json_decref(body);
                 json_decref(j);
                 j = NULL;

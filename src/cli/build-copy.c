@@ -135,61 +135,6 @@ static int put_entry(struct copy *c, int parent, const char *name, const char *p
                                    : put_file(c, fd, path, &st);
 }
 
-static int cmp_names(const void *a, const void *b)
-{
-        return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void free_names(char **names, size_t n)
-{
-        for (size_t i = 0; i < n; i++)
-                free(names[i]);
-        free(names);
-}
-
-/* The names in the directory fd, sorted. */
-static int list_sorted(struct copy *c, int fd, const char *path, char ***ret, size_t *ret_n)
-{
-        int dfd = dup(fd);
-        DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-        if (!d) {
-                if (dfd >= 0)
-                        close(dfd);
-                return sbx_error_set(c->err, errno, "COPY: list %s", path);
-        }
-        char **names = NULL;
-        size_t n = 0, cap = 0;
-        int r = 0;
-        struct dirent *de;
-        while (r == 0 && (de = readdir(d))) {
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                        continue;
-                if (n == cap) {
-                        cap = cap ? cap * 2 : 64;
-                        char **v = realloc(names, cap * sizeof(*v));
-                        if (!v) {
-                                r = sbx_error_set(c->err, ENOMEM, "COPY");
-                                break;
-                        }
-                        names = v;
-                }
-                if (!(names[n] = strdup(de->d_name)))
-                        r = sbx_error_set(c->err, ENOMEM, "COPY");
-                else
-                        n++;
-        }
-        closedir(d);
-        if (r < 0) {
-                free_names(names, n);
-                return r;
-        }
-        if (n)
-                qsort(names, n, sizeof(*names), cmp_names);
-        *ret = names;
-        *ret_n = n;
-        return 0;
-}
-
 /* A directory and what it holds, in name order (the digest must not
  * depend on the order readdir gives). */
 static int put_tree(struct copy *c, int fd, const char *path, const struct stat *st, int depth)
@@ -208,8 +153,8 @@ static int put_tree(struct copy *c, int fd, const char *path, const struct stat 
         }
         char **names = NULL;
         size_t n = 0;
-        if (r == 0)
-                r = list_sorted(c, fd, path, &names, &n);
+        if (r == 0 && (r = dir_names_sorted(fd, &names, &n)) < 0)
+                r = sbx_error_set(c->err, -r, "COPY: list %s", path);
         char child[PATH_MAX];
         for (size_t i = 0; i < n; i++) {
                 if (r == 0 && path_printf(child, sizeof(child), "%s/%s", path, names[i]) < 0)

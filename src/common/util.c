@@ -403,3 +403,58 @@ int path_join(char *out, size_t len, const char *a, const char *b)
         bool slash = a[al - 1] == '/' || b[0] == '/';
         return path_printf(out, len, "%s%s%s", a, slash ? "" : "/", b);
 }
+
+int dir_names_cmp(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void dir_names_free(char **v, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                free(v[i]);
+        free(v);
+}
+
+int dir_names_sorted(int fd, char ***ret, size_t *ret_n)
+{
+        int lfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+        if (!d) {
+                int e = errno;
+                if (lfd >= 0)
+                        close(lfd);
+                return -e;
+        }
+        char **v = NULL;
+        size_t n = 0, cap = 0;
+        int r = 0;
+        struct dirent *de;
+        while (r == 0 && (de = readdir(d))) {
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                if (n == cap) {
+                        cap = cap ? cap * 2 : 32;
+                        char **nv = realloc(v, cap * sizeof(*nv));
+                        if (!nv) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        v = nv;
+                }
+                if (!(v[n] = strdup(de->d_name)))
+                        r = -ENOMEM;
+                else
+                        n++;
+        }
+        closedir(d);
+        if (r < 0) {
+                dir_names_free(v, n);
+                return r;
+        }
+        if (n)
+                qsort(v, n, sizeof(*v), dir_names_cmp);
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}

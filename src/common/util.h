@@ -118,6 +118,11 @@ int path_printf(char *out, size_t len, const char *fmt, ...) __attribute__((form
 int mkdir_p(const char *path, mode_t mode);
 /* Remove a directory tree without following symlinks or crossing mounts. */
 int rm_rf_at(int dirfd, const char *name);
+/* The names in the directory fd ("." and ".." left out), sorted by
+ * dir_names_cmp (bsearch with it); *ret malloc'd, dir_names_free it. */
+int dir_names_sorted(int fd, char ***ret, size_t *ret_n);
+int dir_names_cmp(const void *a, const void *b);
+void dir_names_free(char **v, size_t n);
 /* Remove everything inside the directory dirfd (an O_PATH fd will do),
  * the same way; dirfd stays open. */
 int rm_rf_contents(int dirfd);

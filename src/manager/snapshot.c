@@ -10,6 +10,34 @@
 #include "../common/log.h"
 #include "../common/names.h"
 
+struct freezer {
+        struct manager *m;
+        struct rt_spec *spec;
+        struct sandbox *sb;
+        struct sbx_error thaw_err;
+        bool thaw_failed;
+};
+
+static int freeze_hook(void *ctx, struct sbx_error *err)
+{
+        struct freezer *f = ctx;
+        return rt_freeze(f->m->rt, f->spec, err);
+}
+
+static void thaw_hook(void *ctx)
+{
+        struct freezer *f = ctx;
+        if (rt_thaw(f->m->rt, f->spec, &f->thaw_err) < 0) {
+                /* Frozen for good is worse than a failed snapshot: say it. */
+                log_error("sandbox %s: thaw after a snapshot: %s", f->sb->rec.name,
+                          f->thaw_err.msg);
+                f->thaw_failed = true;
+        }
+}
+
+/* The files are copied while the sandbox runs, then again, frozen, what
+ * changed meanwhile (rt_image_snapshot's two passes): the freeze lasts
+ * what the sandbox changed during the copy, not the copy. */
 static int snapshot_locked(struct manager *m, struct sandbox *sb, const char *image, bool ephemeral,
                            struct mgr_snapshot_info *ret, struct sbx_error *err)
 {
@@ -22,21 +50,14 @@ static int snapshot_locked(struct manager *m, struct sandbox *sb, const char *im
         if (r < 0)
                 return r;
         int64_t t0 = mono_ms();
-        r = rt_freeze(m->rt, &spec, err);
-        if (r < 0) {
-                close(fd);
-                return r;
-        }
+        struct freezer f = {.m = m, .spec = &spec, .sb = sb};
+        struct rt_snapshot_hooks hooks = {.freeze = freeze_hook, .thaw = thaw_hook, .ctx = &f};
         struct rt_snapshot_stats st = {0};
         r = rt_image_snapshot(m->images_dir, image, sb->rec.image, fd, mgr_sandbox_root_uid(m, sb),
-                              ephemeral, &st, err);
-        struct sbx_error terr = {0};
-        if (rt_thaw(m->rt, &spec, &terr) < 0) {
-                /* Frozen for good is worse than a failed snapshot: say it. */
-                log_error("sandbox %s: thaw after a snapshot: %s", sb->rec.name, terr.msg);
-                if (r >= 0)
-                        r = sbx_error_set(err, terr.code ? terr.code : EIO, "%s", terr.msg);
-        }
+                              ephemeral, &hooks, &st, err);
+        if (r >= 0 && f.thaw_failed)
+                r = sbx_error_set(err, f.thaw_err.code ? f.thaw_err.code : EIO, "%s",
+                                  f.thaw_err.msg);
         close(fd);
         if (r < 0)
                 return r;
@@ -45,13 +66,14 @@ static int snapshot_locked(struct manager *m, struct sandbox *sb, const char *im
             .copied_bytes = st.copied_bytes,
             .copied_files = st.copied_files,
             .linked_files = st.linked_files,
-            .duration_ms = mono_ms() - t0,
+            .duration_ms = (int64_t)st.frozen_ms,
             .created_at = now_ms(),
         };
-        log_info("sandbox name=%s snapshot image=%s copied=%llu linked=%llu bytes=%llu ms=%lld",
+        log_info("sandbox name=%s snapshot image=%s copied=%llu linked=%llu bytes=%llu "
+                 "frozen_ms=%llu ms=%lld",
                  sb->rec.name, image, (unsigned long long)st.copied_files,
                  (unsigned long long)st.linked_files, (unsigned long long)st.copied_bytes,
-                 (long long)ret->duration_ms);
+                 (unsigned long long)st.frozen_ms, (long long)(mono_ms() - t0));
         return 0;
 }
 

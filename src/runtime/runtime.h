@@ -333,10 +333,22 @@ struct rt_snapshot_stats {
         uint64_t copied_files, linked_files;
         uint64_t copied_bytes; /* what copy_file_range was asked to copy */
         uint64_t size_bytes;   /* the new image's own disk use */
+        uint64_t frozen_ms;    /* with hooks: how long the second pass took */
+};
+/* With hooks, two passes: the tree is copied while the sandbox runs, then
+ * freeze is called and what changed since the first pass (by inode, ctime,
+ * size, mode and owner; anything changed within 2 s of its start) is
+ * copied again, what went is removed, then thaw. freeze's error ends the
+ * snapshot; thaw is called after every freeze that succeeded. Without
+ * hooks, one pass: the caller has frozen the sandbox. */
+struct rt_snapshot_hooks {
+        int (*freeze)(void *ctx, struct sbx_error *err);
+        void (*thaw)(void *ctx);
+        void *ctx;
 };
 int rt_image_snapshot(const char *images_dir, const char *name, const char *base, int root_fd,
-                      uint32_t uid_shift, bool ephemeral, struct rt_snapshot_stats *stats,
-                      struct sbx_error *err);
+                      uint32_t uid_shift, bool ephemeral, const struct rt_snapshot_hooks *hooks,
+                      struct rt_snapshot_stats *stats, struct sbx_error *err);
 /* Remove what dead builds, imports, snapshots and removals left in the
  * images dir (the daemon does at start-up). */
 void rt_image_sweep(const char *images_dir);

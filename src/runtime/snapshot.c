@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/names.h"
@@ -59,6 +60,13 @@ struct snap {
         struct sbx_error *err;
         bool base_first; /* a derived image: link to the base before looking
                           * for second names (every file has some) */
+        /* Two passes (rt_image_snapshot with hooks): the first, while the
+         * sandbox runs, records what it copied in sigs; the second, frozen,
+         * copies again only what changed since (or was changed too close
+         * to the first to trust: a ctime at or after since_s). */
+        struct sigtab *sigs;
+        int pass;
+        time_t since_s;
 };
 
 static bool ids_ok(const struct snap *s, const struct stat *st, uint32_t *uid, uint32_t *gid)
@@ -212,6 +220,18 @@ static int hardlink(struct snap *s, int dst, const char *rel, const char *name,
 
 static int copy_dir(struct snap *s, int src, int base, int dst, const char *rel, int depth);
 
+/* A directory's xattrs, owner, mode and times, from src's (st) to dst. */
+static int dir_meta(struct snap *s, int src, int dst, const struct stat *st, uint32_t uid,
+                    uint32_t gid, const char *what)
+{
+        copy_xattrs(src, dst);
+        struct timespec t[2] = {st->st_atim, st->st_mtim};
+        if (fchown(dst, uid, gid) < 0 || fchmod(dst, st->st_mode & 07777) < 0 ||
+            futimens(dst, t) < 0)
+                return sbx_error_set(s->err, errno, "set the owner, mode and times of %s", what);
+        return 0;
+}
+
 static int copy_symlink(struct snap *s, int src, int dst, const char *name, const struct stat *st,
                         uint32_t uid, uint32_t gid)
 {
@@ -238,6 +258,93 @@ static uint64_t mount_of(int dirfd, const char *name)
         return sx.stx_mnt_id;
 }
 
+/* ---- what the first pass copied ---- */
+
+struct sig {
+        char *path; /* NULL: a free slot */
+        dev_t dev;
+        ino_t ino;
+        struct timespec ctim;
+        off_t size;
+        mode_t mode;
+        uid_t uid;
+        gid_t gid;
+};
+
+struct sigtab {
+        struct sig *v;
+        size_t cap, n; /* cap: a power of two */
+};
+
+static size_t path_hash(const char *p)
+{
+        uint64_t h = 1469598103934665603ULL;
+        for (; *p; p++)
+                h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+        return (size_t)h;
+}
+
+static struct sig *sig_slot(const struct sigtab *t, const char *path)
+{
+        for (size_t i = path_hash(path) & (t->cap - 1);; i = (i + 1) & (t->cap - 1))
+                if (!t->v[i].path || !strcmp(t->v[i].path, path))
+                        return &t->v[i];
+}
+
+static int sig_grow(struct sigtab *t)
+{
+        struct sigtab g = {.cap = t->cap ? t->cap * 2 : 4096};
+        if (!(g.v = calloc(g.cap, sizeof(*g.v))))
+                return -ENOMEM;
+        for (size_t i = 0; i < t->cap; i++)
+                if (t->v[i].path)
+                        *sig_slot(&g, t->v[i].path) = t->v[i];
+        g.n = t->n;
+        free(t->v);
+        *t = g;
+        return 0;
+}
+
+static int sig_put(struct sigtab *t, const char *path, const struct stat *st)
+{
+        if ((t->n + 1) * 2 > t->cap && sig_grow(t) < 0)
+                return -ENOMEM;
+        struct sig *g = sig_slot(t, path);
+        if (!g->path) {
+                if (!(g->path = strdup(path)))
+                        return -ENOMEM;
+                t->n++;
+        }
+        g->dev = st->st_dev;
+        g->ino = st->st_ino;
+        g->ctim = st->st_ctim;
+        g->size = st->st_size;
+        g->mode = st->st_mode;
+        g->uid = st->st_uid;
+        g->gid = st->st_gid;
+        return 0;
+}
+
+static void sig_free(struct sigtab *t)
+{
+        for (size_t i = 0; i < t->cap; i++)
+                free(t->v[i].path);
+        free(t->v);
+}
+
+/* Whether the entry at rel is what the first pass copied, untouched since
+ * and not touched just before it. */
+static bool sig_same(const struct snap *s, const char *rel, const struct stat *st)
+{
+        if (!s->sigs || !s->sigs->cap)
+                return false;
+        const struct sig *g = sig_slot(s->sigs, rel);
+        return g->path && g->dev == st->st_dev && g->ino == st->st_ino &&
+               g->ctim.tv_sec == st->st_ctim.tv_sec && g->ctim.tv_nsec == st->st_ctim.tv_nsec &&
+               g->size == st->st_size && g->mode == st->st_mode && g->uid == st->st_uid &&
+               g->gid == st->st_gid && st->st_ctim.tv_sec < s->since_s;
+}
+
 /* A directory entry: what it is decides how it is written. */
 static int copy_entry(struct snap *s, int src, int base, int dst, const char *rel, const char *name,
                       int depth)
@@ -248,6 +355,8 @@ static int copy_entry(struct snap *s, int src, int base, int dst, const char *re
                 return errno == ENOENT ? 0 : sbx_error_set(s->err, errno, "stat %s", rel);
         if (!ids_ok(s, &st, &uid, &gid))
                 return 0; /* not an id of the sandbox's: nothing it made */
+        if (s->pass == 1 && sig_put(s->sigs, rel, &st) < 0)
+                return sbx_error_set(s->err, ENOMEM, "snapshot");
         if (mount_of(src, name) != s->src_mnt) {
                 /* Another filesystem mounted here: only its mount point. */
                 if (S_ISDIR(st.st_mode) && mkdirat(dst, name, st.st_mode & 07777) == 0)
@@ -336,13 +445,95 @@ static int copy_dir(struct snap *s, int src_parent, int base_parent, int dst_par
         int r = copy_children(s, src, base, dst, rel, top, depth);
         if (r < 0)
                 return r;
-        copy_xattrs(src, dst);
-        struct timespec t[2] = {st.st_atim, st.st_mtim};
-        if (fchown(dst, uid, gid) < 0 || fchmod(dst, st.st_mode & 07777) < 0 ||
-            futimens(dst, t) < 0)
-                return sbx_error_set(s->err, errno, "set the owner, mode and times of %s",
-                                     top ? "/" : rel);
-        return 0;
+        return dir_meta(s, src, dst, &st, uid, gid, top ? "/" : rel);
+}
+
+/* ---- the second pass, frozen ---- */
+
+static void links_reset(struct snap *s)
+{
+        for (size_t i = 0; i < s->n_links; i++)
+                free(s->links[i].path);
+        s->n_links = 0;
+}
+
+static int resync_dir(struct snap *s, int src, int base, int dst, const char *rel, int depth);
+
+/* One entry of the frozen tree against what the first pass wrote: kept
+ * when it is unchanged, walked again when it is a directory still, else
+ * written anew. */
+static int resync_entry(struct snap *s, int src, int base, int dst, const char *rel,
+                        const char *name, int depth)
+{
+        struct stat st, old;
+        uint32_t uid, gid;
+        if (fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : sbx_error_set(s->err, errno, "stat %s", rel);
+        bool had = fstatat(dst, name, &old, AT_SYMLINK_NOFOLLOW) == 0;
+        bool ours = ids_ok(s, &st, &uid, &gid) && mount_of(src, name) == s->src_mnt;
+        if (had && ours && S_ISDIR(st.st_mode) && S_ISDIR(old.st_mode)) {
+                if (depth + 1 > SNAP_MAX_DEPTH)
+                        return sbx_error_set(s->err, ELOOP, "%s: nested too deep", rel);
+                _cleanup_close_ int sfd = open_sub(src, name, false);
+                _cleanup_close_ int dfd = open_sub(dst, name, false);
+                _cleanup_close_ int bfd = open_sub(base, name, false);
+                if (sfd < 0 || dfd < 0)
+                        return sbx_error_set(s->err, errno, "open %s", rel);
+                int r = resync_dir(s, sfd, bfd, dfd, rel, depth + 1);
+                struct stat now;
+                if (r >= 0 && fstat(sfd, &now) < 0)
+                        r = sbx_error_set(s->err, errno, "stat %s", rel);
+                return r < 0 ? r : dir_meta(s, sfd, dfd, &now, uid, gid, rel);
+        }
+        /* A file of several names is written again, each name: the links
+         * are made among what this pass writes. */
+        if (had && ours && !S_ISDIR(st.st_mode) && st.st_nlink < 2 && sig_same(s, rel, &st))
+                return 0;
+        if (had && rm_rf_at(dst, name) < 0)
+                return sbx_error_set(s->err, errno, "replace %s", rel);
+        return copy_entry(s, src, base, dst, rel, name, depth);
+}
+
+/* A directory of the frozen tree against what the first pass wrote: its
+ * entries resynced, what it no longer holds removed. */
+static int resync_dir(struct snap *s, int src, int base, int dst, const char *rel, int depth)
+{
+        char **have = NULL, **was = NULL;
+        size_t nh = 0, nw = 0;
+        int r = dir_names_sorted(src, &have, &nh);
+        if (r < 0)
+                return sbx_error_set(s->err, -r, "list %s", depth ? rel : "/");
+        if ((r = dir_names_sorted(dst, &was, &nw)) < 0) {
+                dir_names_free(have, nh);
+                return sbx_error_set(s->err, -r, "list the copy of %s", depth ? rel : "/");
+        }
+        char child[PATH_MAX];
+        for (size_t i = 0; r >= 0 && i < nh; i++) {
+                if (path_printf(child, sizeof(child), "%s%s%s", rel, *rel ? "/" : "", have[i]) < 0)
+                        r = sbx_error_set(s->err, ENAMETOOLONG, "a path in %s", rel);
+                else
+                        r = resync_entry(s, src, base, dst, child, have[i], depth);
+        }
+        for (size_t i = 0; r >= 0 && i < nw; i++)
+                if (!bsearch(&was[i], have, nh, sizeof(*have), dir_names_cmp) &&
+                    rm_rf_at(dst, was[i]) < 0)
+                        r = sbx_error_set(s->err, errno, "remove %s/%s", rel, was[i]);
+        dir_names_free(have, nh);
+        dir_names_free(was, nw);
+        return r;
+}
+
+/* The second pass from the root. */
+static int resync_root(struct snap *s, int src, int base, int dst)
+{
+        struct stat st;
+        uint32_t uid, gid;
+        if (fstat(src, &st) < 0)
+                return sbx_error_set(s->err, errno, "stat /");
+        if (!ids_ok(s, &st, &uid, &gid))
+                uid = gid = 0;
+        int r = resync_dir(s, src, base, dst, "", 0);
+        return r < 0 ? r : dir_meta(s, src, dst, &st, uid, gid, "/");
 }
 
 /* An image's config (image.json's "config"), a new reference; NULL when
@@ -412,9 +603,39 @@ bool rt_image_ephemeral(const char *images_dir, const char *name)
         return e;
 }
 
+/* The copy of root_fd into dst: one pass (frozen by the caller), or two
+ * around the hooks' freeze. */
+static int snapshot_passes(struct snap *s, int root_fd, int basefd, int dst,
+                           const struct rt_snapshot_hooks *hooks)
+{
+        if (!hooks || !hooks->freeze)
+                return copy_dir(s, root_fd, basefd, dst, "", 0);
+        struct sigtab sigs = {0};
+        s->sigs = &sigs;
+        s->pass = 1;
+        /* A ctime this close to the first pass's start may belong to a
+         * write whose data the first pass read half of. */
+        s->since_s = time(NULL) - 2;
+        int r = copy_dir(s, root_fd, basefd, dst, "", 0);
+        if (r >= 0) {
+                int64_t t0 = mono_ms();
+                r = hooks->freeze(hooks->ctx, s->err);
+                if (r >= 0) {
+                        s->pass = 2;
+                        links_reset(s);
+                        r = resync_root(s, root_fd, basefd, dst);
+                        hooks->thaw(hooks->ctx);
+                        s->st->frozen_ms = (uint64_t)(mono_ms() - t0);
+                }
+        }
+        sig_free(&sigs);
+        s->sigs = NULL;
+        return r;
+}
+
 int rt_image_snapshot(const char *images_dir, const char *name, const char *base, int root_fd,
-                      uint32_t uid_shift, bool ephemeral, struct rt_snapshot_stats *stats,
-                      struct sbx_error *err)
+                      uint32_t uid_shift, bool ephemeral, const struct rt_snapshot_hooks *hooks,
+                      struct rt_snapshot_stats *stats, struct sbx_error *err)
 {
         struct rt_snapshot_stats local = {0};
         struct stat rst;
@@ -452,7 +673,7 @@ int rt_image_snapshot(const char *images_dir, const char *name, const char *base
         struct snap s = {
             .dst_root = dst, .src_mnt = root_mnt, .shift = uid_shift, .st = stats, .err = err};
         r = dst < 0 ? sbx_error_set(err, errno, "create `%s/rootfs`", build)
-                    : copy_dir(&s, root_fd, basefd, dst, "", 0);
+                    : snapshot_passes(&s, root_fd, basefd, dst, hooks);
         for (size_t i = 0; i < s.n_links; i++)
                 free(s.links[i].path);
         free(s.links);

@@ -105,6 +105,28 @@ test("a snapshot under load holds a consistent moment: a writer's file is a whol
   await c.data("load", "DELETE", `/processes/${w.processId}`);
 });
 
+test("a snapshot taken while files are renamed and rewritten holds one moment across files", async () => {
+  // Three directories of 40 MiB each, and a counter in each written in
+  // turn (d1, d2, d3) with a rename: at any moment d1 >= d2 >= d3 >= d1 - 1.
+  // The files are read one after the other while the sandbox runs, so only
+  // a frozen second look at what changed meanwhile gives one moment.
+  await c.sh("renamer", "for d in d1 d2 d3; do mkdir -p /workspace/r/$d; i=0; " +
+    "while [ $i -lt 40 ]; do head -c 1048576 /dev/urandom > /workspace/r/$d/f$i; i=$((i+1)); done; done",
+  { timeoutMs: 120000 });
+  const w = await c.spawn("renamer", ["/bin/sh", "-c",
+    "cd /workspace/r && i=0; while [ $i -lt 1000000 ]; do for d in d1 d2 d3; do " +
+    "echo $i > $d/new; mv $d/new $d/c; done; i=$((i+1)); done"]);
+  await sleep(GVISOR ? 800 : 300);
+  const r = await snapshot("renamer", "snap-renamer");
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  await attachFrom("renamer-copy", "snap-renamer");
+  const got = (await c.sh("renamer-copy", "cd /workspace/r && echo $(cat d1/c) $(cat d2/c) $(cat d3/c)")).stdout;
+  const [c1, c2, c3] = got.trim().split(" ").map(Number);
+  assert.ok(c1 > 0, `the writer had started: ${got}`);
+  assert.ok(c1 >= c2 && c2 >= c3 && c3 >= c1 - 1, `${got.trim()}: not one moment`);
+  await c.data("renamer", "DELETE", `/processes/${w.processId}`);
+});
+
 test("a name that is taken, a bad name, a missing body are refused", async () => {
   const taken = await snapshot("src", "snap-a");
   assert.equal(taken.status, 409);

@@ -220,7 +220,10 @@ static void test_stream_backpressure(void **state)
         drain_stream(fd, &g);
         assert_true(g.exited);
         assert_int_equal(g.exit.exit_code, 0);
-        assert_int_equal(g.out[0].len, 16u << 20);
+        /* Every byte from where the stream started: a loaded host may let
+         * the process run past the 1 MiB ring before the reader attached
+         * (it is not lossless), and those are counted, not sent. */
+        assert_int_equal(g.start.from[0] + g.out[0].len, 16u << 20);
         got_free(&g);
         kill_all();
         free(id);

@@ -1,0 +1,366 @@
+// sbx, the command line, and libsandboxd under it, against the real daemon:
+// exit codes, streamed output, stdin, --json, cp both ways, processes,
+// the lifecycle verbs, one-line errors, a shell on a terminal, a stale
+// credential re-attached once, one client shared by threads.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { mkdtempSync, writeFileSync, readFileSync, rmSync, mkdirSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Daemon, Client, BIN, IMAGES, freePort } from "./lib/daemon.mjs";
+
+const SBX = join(dirname(BIN), "sbx");
+const LIVE = join(dirname(BIN), "tests", "libsandboxd-live");
+const PTY_DRIVE = join(dirname(fileURLToPath(import.meta.url)), "lib", "pty-drive.py");
+
+let d, c, token, dir, images;
+before(async () => {
+  // An images dir of our own (the snapshot test writes one there): tiny, copied.
+  images = mkdtempSync(join(tmpdir(), "sbx-images-"));
+  execFileSync("cp", ["-a", join(IMAGES, "tiny"), join(images, "tiny")]);
+  d = await new Daemon({ images }).start();
+  c = new Client(d);
+  token = c.tok;
+  dir = mkdtempSync(join(tmpdir(), "sbx-test-"));
+});
+after(async () => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+  if (d) await d.destroy();
+  if (images) rmSync(images, { recursive: true, force: true });
+});
+
+const sha = (buf) => createHash("sha256").update(buf).digest("hex");
+
+// Run a program to its end: stdout and stderr as Buffers, its exit code.
+// `input` (a Buffer or string) is written to its stdin, which is then closed.
+function run(file, args, { env = {}, input, noToken = false } = {}) {
+  const base = { ...process.env };
+  delete base.SANDBOXD_TOKEN;
+  delete base.SANDBOXD_URL;
+  delete base.ASTRO_AUTHZ_TOKEN;
+  // No user config file leaks in: each run sees an empty config dir.
+  base.XDG_CONFIG_HOME = join(dir, "no-config");
+  const full = { ...base, ...(noToken ? {} : { SANDBOXD_TOKEN: token }), ...env };
+  return new Promise((resolve, reject) => {
+    const p = spawn(file, args, { env: full, stdio: ["pipe", "pipe", "pipe"] });
+    const out = [];
+    const err = [];
+    p.stdout.on("data", (b) => out.push(b));
+    p.stderr.on("data", (b) => err.push(b));
+    p.on("error", reject);
+    p.on("close", (code, signal) =>
+      resolve({ code, signal, stdout: Buffer.concat(out), stderrBytes: Buffer.concat(err), stderr: Buffer.concat(err).toString() }),
+    );
+    if (input !== undefined) p.stdin.end(input);
+    else p.stdin.end();
+  });
+}
+const sbx = (args, opts) => run(SBX, args, opts);
+
+// A failed sbx call says so in one line that names the verb.
+function oneLineError(r, pattern) {
+  const lines = r.stderr.split("\n").filter((l) => l !== "");
+  assert.equal(lines.length, 1, `one line of error, got: ${r.stderr}`);
+  assert.match(lines[0], /^sbx: /);
+  assert.match(lines[0], pattern);
+}
+
+async function metrics() {
+  const text = await (await fetch(`${d.url}/metrics`)).text();
+  const get = (re) => Number(text.match(re)[1]);
+  return {
+    requests: get(/^sandboxd_http_requests_total (\d+)$/m),
+    client4xx: get(/^sandboxd_http_responses_total\{class="4xx"\} (\d+)$/m),
+  };
+}
+
+test("exec passes the command's exit code through and streams stdout and stderr apart", async () => {
+  for (const code of [0, 3, 42]) {
+    const r = await sbx(["exec", "e1", "--", "sh", "-c", `echo out; echo err >&2; exit ${code}`]);
+    assert.equal(r.code, code, r.stderr);
+    assert.equal(r.stdout.toString(), "out\n");
+    assert.equal(r.stderr, "err\n");
+  }
+  // Killed by a signal: 128 + its number, as a shell reports it.
+  const k = await sbx(["exec", "e1", "--", "sh", "-c", "kill -9 $$"]);
+  assert.equal(k.code, 137, k.stderr);
+  // A command that cannot start is the sandbox's 127, not an sbx failure.
+  const missing = await sbx(["exec", "e1", "--", "no-such-command"]);
+  assert.equal(missing.code, 127);
+});
+
+test("exec delivers a binary output of several MiB whole (sha256)", async () => {
+  const data = randomBytes(3 * 1024 * 1024 + 12345);
+  const local = join(dir, "big.bin");
+  writeFileSync(local, data);
+  let r = await sbx(["cp", local, "e2:/tmp/big.bin"]);
+  assert.equal(r.code, 0, r.stderr);
+  r = await sbx(["exec", "e2", "--", "cat", "/tmp/big.bin"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout.length, data.length);
+  assert.equal(sha(r.stdout), sha(data));
+  // stderr too, and both at once.
+  r = await sbx(["exec", "e2", "--", "sh", "-c", "cat /tmp/big.bin >&2; echo done"]);
+  assert.equal(r.code, 0);
+  assert.equal(r.stdout.toString(), "done\n");
+  assert.equal(sha(r.stderrBytes), sha(data));
+});
+
+test("exec -i pipes stdin in, to its end", async () => {
+  const data = randomBytes(2 * 1024 * 1024 + 7);
+  const r = await sbx(["exec", "-i", "e3", "--", "sh", "-c", "cat; echo end >&2"], { input: data });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(sha(r.stdout), sha(data));
+  assert.equal(r.stderr, "end\n");
+  const wc = await sbx(["exec", "--stdin", "e3", "--", "wc", "-l"], { input: "a\nb\nc\n" });
+  assert.equal(wc.stdout.toString().trim(), "3");
+  // Without -i the command's stdin is empty.
+  const none = await sbx(["exec", "e3", "--", "wc", "-c"], { input: "ignored" });
+  assert.equal(none.stdout.toString().trim(), "0");
+});
+
+test("exec passes env, workdir and user", async () => {
+  const r = await sbx(["exec", "-e", "A=1", "--env", "B=two words", "-w", "/tmp", "-u", "65534", "e4", "--",
+    "sh", "-c", 'echo "$A|$B|$(pwd)|$(id -u)"']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout.toString(), "1|two words|/tmp|65534\n");
+});
+
+test("--json output is parseable and carries the records", async () => {
+  const a = await sbx(["attach", "j1", "--json"]);
+  assert.equal(a.code, 0, a.stderr);
+  const h = JSON.parse(a.stdout);
+  assert.equal(h.name, "j1");
+  assert.equal(h.state, "running");
+  assert.equal(h.headers, undefined, "no credential printed");
+  const g = JSON.parse((await sbx(["--json", "get", "j1"])).stdout);
+  assert.equal(g.name, "j1");
+  assert.equal(g.image, "tiny");
+  const l = JSON.parse((await sbx(["ls", "--json"])).stdout);
+  assert.ok(Array.isArray(l) && l.some((s) => s.name === "j1"));
+  const im = JSON.parse((await sbx(["images", "--json"])).stdout);
+  assert.ok(im.some((i) => i.name === "tiny" && i.sizeBytes > 0));
+  const ps = JSON.parse((await sbx(["ps", "j1", "--json"])).stdout);
+  assert.ok(Array.isArray(ps));
+});
+
+test("cp copies a binary file both ways, into directories, and through stdin/stdout", async () => {
+  const data = randomBytes(1024 * 1024 * 2 + 3);
+  const src = join(dir, "rt.bin");
+  writeFileSync(src, data);
+  let r = await sbx(["cp", src, "cp1:/workspace/sub/rt.bin"]);
+  assert.equal(r.code, 0, r.stderr);
+  const back = join(dir, "back.bin");
+  r = await sbx(["cp", "cp1:/workspace/sub/rt.bin", back]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(sha(readFileSync(back)), sha(data));
+  // The sandbox sees the same bytes.
+  const sum = await sbx(["exec", "cp1", "--", "sha256sum", "/workspace/sub/rt.bin"]);
+  assert.equal(sum.stdout.toString().split(" ")[0], sha(data));
+  // Into a directory on either side: the source's name is kept.
+  r = await sbx(["cp", src, "cp1:/workspace/sub"]);
+  assert.equal(r.code, 0, r.stderr);
+  const into = join(dir, "into");
+  mkdirSync(into);
+  r = await sbx(["cp", "cp1:sub/rt.bin", into]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(sha(readFileSync(join(into, "rt.bin"))), sha(data));
+  // '-' is stdin or stdout.
+  r = await sbx(["cp", "-", "cp1:/tmp/piped"], { input: "through a pipe\n" });
+  assert.equal(r.code, 0, r.stderr);
+  r = await sbx(["cp", "cp1:/tmp/piped", "-"]);
+  assert.equal(r.stdout.toString(), "through a pipe\n");
+  // A file that is not there: the server's 404, one line, nothing left behind.
+  r = await sbx(["cp", "cp1:/nope", join(dir, "nope")]);
+  assert.equal(r.code, 1);
+  oneLineError(r, /^sbx: cp cp1: 404 file_not_found: /);
+  assert.equal(existsSync(join(dir, "nope")), false);
+  r = await sbx(["cp", join(dir, "missing-local"), "cp1:/tmp/x"]);
+  assert.equal(r.code, 4);
+  oneLineError(r, /missing-local: No such file/);
+});
+
+test("ps lists processes, logs prints and follows their output, kill signals and forgets", async () => {
+  const p = await c.spawn("p1", ["sh", "-c", "echo started; echo warn >&2; trap 'echo bye; exit 5' TERM; while :; do sleep 1; done"]);
+  const id = p.processId;
+  // The output is there once a poll that waits for it says so.
+  for (let out = ""; !out.includes("started"); ) out += (await c.poll("p1", id, { waitMs: 5000 })).stdout;
+  let r = await sbx(["ps", "p1"]);
+  assert.equal(r.code, 0, r.stderr);
+  const row = r.stdout.toString().split("\n").find((l) => l.startsWith(id));
+  assert.ok(row, r.stdout.toString());
+  assert.match(row, /running/);
+  r = await sbx(["logs", "p1", id]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout.toString(), "started\n");
+  // logs -f runs until the process exits; the TERM sent meanwhile ends it.
+  const follow = sbx(["logs", "-f", "p1", id]);
+  r = await sbx(["kill", "-s", "TERM", "p1", id]);
+  assert.equal(r.code, 0, r.stderr);
+  const f = await follow;
+  assert.equal(f.code, 0, f.stderr);
+  assert.equal(f.stdout.toString(), "started\nbye\n");
+  const ps = JSON.parse((await sbx(["ps", "p1", "--json"])).stdout);
+  const rec = ps.find((x) => x.processId === id);
+  assert.equal(rec.state, "exited");
+  assert.equal(rec.exitCode, 5);
+  r = await sbx(["kill", "p1", id]);
+  assert.equal(r.code, 0, r.stderr);
+  r = await sbx(["kill", "p1", id]);
+  assert.equal(r.code, 1);
+  oneLineError(r, /404 process_not_found/);
+  r = await sbx(["kill", "-s", "BOGUS", "p1", "p0-0"]);
+  assert.equal(r.code, 1);
+  oneLineError(r, /400 invalid_argument/);
+});
+
+test("ls, get, stop and rm", async () => {
+  assert.equal((await sbx(["attach", "life"])).code, 0);
+  let r = await sbx(["ls"]);
+  assert.equal(r.code, 0);
+  const lines = r.stdout.toString().trim().split("\n");
+  assert.match(lines[0], /^NAME +STATE +CLASS +IMAGE +NETWORK +LAST ACTIVE$/);
+  assert.ok(lines.some((l) => /^life +running /.test(l)), r.stdout.toString());
+  r = await sbx(["stop", "life"]);
+  assert.equal(r.code, 0, r.stderr);
+  const g = JSON.parse((await sbx(["get", "life", "--json"])).stdout);
+  assert.notEqual(g.state, "running");
+  r = await sbx(["rm", "life"]);
+  assert.equal(r.code, 0, r.stderr);
+  r = await sbx(["get", "life"]);
+  assert.equal(r.code, 1);
+  oneLineError(r, /^sbx: get life: 404 sandbox_not_found: /);
+  r = await sbx(["exec", "-i", "e1", "--", "true"]);
+  assert.equal(r.code, 0, r.stderr);
+});
+
+test("errors are one line with the server's code: a bad name, a bad token, a daemon that is down", async () => {
+  let r = await sbx(["exec", "bad/name", "--", "true"]);
+  assert.equal(r.code, 125);
+  oneLineError(r, /^sbx: exec bad\/name: 400 invalid_argument: /);
+  r = await sbx(["get", "bad/name"]);
+  assert.equal(r.code, 1);
+  oneLineError(r, /invalid_argument/);
+  // A token the server did not sign, with the server given explicitly.
+  const forged = token.slice(0, -4) + (token.endsWith("AAAA") ? "BBBB" : "AAAA");
+  r = await sbx(["ls"], { env: { SANDBOXD_TOKEN: forged } });
+  assert.equal(r.code, 1);
+  oneLineError(r, /^sbx: ls: 401 unauthenticated: /);
+  r = await sbx(["--token", "not-a-jwt", "--server", d.url, "ls"]);
+  assert.equal(r.code, 1);
+  oneLineError(r, /401 unauthenticated/);
+  // No token at all, or one without an issuer and no server.
+  r = await sbx(["ls"], { noToken: true });
+  assert.equal(r.code, 2);
+  oneLineError(r, /no identity token/);
+  r = await sbx(["ls"], { env: { SANDBOXD_TOKEN: "x.y.z" } });
+  assert.equal(r.code, 2);
+  oneLineError(r, /no server URL/);
+  // Nothing listens there.
+  const port = await freePort();
+  r = await sbx(["--server", `http://127.0.0.1:${port}`, "ls"]);
+  assert.equal(r.code, 3);
+  oneLineError(r, /^sbx: ls: unreachable: GET http:\/\/127\.0\.0\.1:\d+\/v1\/sandboxes: /);
+  r = await sbx(["exec", "e1", "--", "true"], { env: { SANDBOXD_URL: `http://127.0.0.1:${port}` } });
+  assert.equal(r.code, 125);
+  oneLineError(r, /unreachable/);
+  // Usage errors: exit 2, and they point at --help.
+  r = await sbx(["get"]);
+  assert.equal(r.code, 2);
+  oneLineError(r, /expected NAME \(sbx get --help\)/);
+  r = await sbx(["frobnicate"]);
+  assert.equal(r.code, 2);
+});
+
+test("--help on every verb; settings from the config file, flags over the environment", async () => {
+  for (const verb of ["attach", "exec", "shell", "ps", "logs", "kill", "cp", "ls", "get", "stop", "rm", "snapshot", "images"]) {
+    const r = await sbx([verb, "--help"]);
+    assert.equal(r.code, 0, verb);
+    assert.match(r.stdout.toString(), new RegExp(`^usage: sbx ${verb}`), verb);
+  }
+  const xdg = join(dir, "xdg");
+  mkdirSync(join(xdg, "sandboxd"), { recursive: true });
+  writeFileSync(join(xdg, "sandboxd", "config"), `# sbx settings\nserver = ${d.url}\n  token =   ${token}  \n`);
+  let r = await sbx(["ls", "--json"], { noToken: true, env: { XDG_CONFIG_HOME: xdg } });
+  assert.equal(r.code, 0, r.stderr);
+  // The environment over the file: this token is refused.
+  r = await sbx(["ls"], { noToken: true, env: { XDG_CONFIG_HOME: xdg, SANDBOXD_TOKEN: "not-a-jwt" } });
+  assert.equal(r.code, 1);
+  oneLineError(r, /401/);
+  // The flag over both.
+  r = await sbx(["--token", token, "ls"], { noToken: true, env: { XDG_CONFIG_HOME: xdg, SANDBOXD_TOKEN: "not-a-jwt" } });
+  assert.equal(r.code, 0, r.stderr);
+  writeFileSync(join(xdg, "sandboxd", "config"), "server = x\nbogus line\n");
+  r = await sbx(["ls"], { env: { XDG_CONFIG_HOME: xdg } });
+  assert.equal(r.code, 2);
+  oneLineError(r, /config:2: not `key = value`/);
+});
+
+test("snapshot makes an image that a new sandbox starts from", async () => {
+  assert.equal((await sbx(["exec", "snap1", "--", "sh", "-c", "echo kept > /workspace/mark"])).code, 0);
+  const img = `sbx-${randomBytes(4).toString("hex")}`;
+  let r = await sbx(["snapshot", "snap1", img, "--json"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(JSON.parse(r.stdout).image, img);
+  const list = JSON.parse((await sbx(["images", "--json"])).stdout);
+  assert.ok(list.some((i) => i.name === img && i.source === "snapshot"));
+  assert.equal((await sbx(["attach", "snap2", "--image", img])).code, 0);
+  r = await sbx(["exec", "snap2", "--", "cat", "/workspace/mark"]);
+  assert.equal(r.stdout.toString(), "kept\n");
+  r = await sbx(["snapshot", "snap1", img]);
+  assert.equal(r.code, 1);
+  oneLineError(r, /409 already_exists/);
+  await sbx(["rm", "snap2"]);
+});
+
+test("shell runs on a terminal: typed input, the window's size, the command's exit code", async () => {
+  const r = await run("python3", [PTY_DRIVE, SBX, "shell", "sh1", "::",
+    "expect:# ", "send:echo $((6*7))\\r", "expect:42",
+    "size:50x132", "send:stty size\\r", "expect:50 132",
+    "send:exit 7\\r"]);
+  assert.equal(r.code, 7, `${r.stderr}\n${r.stdout}`);
+  assert.match(r.stderr, /exit=7/);
+  // Ctrl-C is the remote terminal's: it interrupts the remote command,
+  // not sbx, which goes on to the shell's own exit.
+  // (The ^C waits for the output of the line that runs sleep: typed while
+  // the shell still edits the line, it would be a byte of the line.)
+  const i = await run("python3", [PTY_DRIVE, SBX, "shell", "sh1", "::",
+    "expect:# ", "send:echo start; sleep 1000\\r", "expect:start\r\n", "send:\\x03", "expect:# ",
+    "send:exit 3\\r"]);
+  assert.equal(i.code, 3, `${i.stderr}\n${i.stdout}`);
+  // An explicit command, its code passed through.
+  const e = await run("python3", [PTY_DRIVE, SBX, "shell", "sh1", "--", "sh", "-c", "tty; exit 9", "::"]);
+  assert.equal(e.code, 9, e.stderr);
+  assert.match(e.stdout.toString(), /\/dev\/pts\//);
+});
+
+test("a stale credential is re-attached once, and the call then works", async () => {
+  // libsandboxd-live: exec on client A (attach + exec), delete the sandbox
+  // through client B, wait for a line, then exec on A again.
+  const p = spawn(LIVE, ["stale", "st1"], { env: { ...process.env, SANDBOXD_TOKEN: token }, stdio: ["pipe", "pipe", "pipe"] });
+  let out = "";
+  let err = "";
+  const closed = new Promise((res) => p.on("close", (code) => res(code)));
+  p.stderr.on("data", (b) => (err += b));
+  await new Promise((res) => p.stdout.on("data", (b) => { out += b; if (out.includes("deleted\n")) res(); }));
+  // The first exec and the delete are done once the helper waits for its line.
+  const before = await metrics();
+  p.stdin.end("\n");
+  const code = await closed;
+  const afterM = await metrics();
+  assert.equal(code, 0, `${out}\n${err}`);
+  assert.match(out, /exec two: 0 two/);
+  // The stale call (401 credential_stale), one attach, the retry, and the
+  // metrics request itself: nothing more.
+  assert.equal(afterM.client4xx - before.client4xx, 1);
+  assert.equal(afterM.requests - before.requests, 4);
+});
+
+test("one libsandboxd client shared by threads", async () => {
+  const r = await run(LIVE, ["threads", "th1", "16"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout.toString().trim().split("\n").length, 16);
+});

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/* libsandboxd against a real daemon, for tests/integration/sbx.test.mjs
+ * (which starts the daemon and reads its metrics around each run):
+ *
+ *   libsandboxd-live stale NAME      exec on one client; delete the sandbox
+ *                                    through a second; exec again on the
+ *                                    first (its credential is now stale)
+ *   libsandboxd-live threads NAME N  N threads exec on one client at once
+ *
+ * The token comes from $SANDBOXD_TOKEN. Prints one line per exec
+ * ("exec N: EXIT STDOUT") and exits 0 when every call worked. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandboxd.h"
+
+static int echo(struct sbx_client *c, const char *name, const char *word)
+{
+        const char *argv[] = {"echo", word, NULL};
+        struct sbx_exec_request rq = {.argv = argv};
+        struct sbx_exec_result res = {0};
+        struct sbx_err err = {0};
+        int r = sbx_exec(c, name, &rq, &res, &err);
+        if (r < 0) {
+                fprintf(stderr, "exec %s: %d %s: %s\n", word, err.status, err.code, err.message);
+                return -1;
+        }
+        printf("exec %s: %d %s", word, res.exit_code, res.out);
+        int ok = res.exit_code == 0 && !strncmp(res.out, word, strlen(word)) ? 0 : -1;
+        sbx_exec_result_clear(&res);
+        return ok;
+}
+
+static int stale(const char *name)
+{
+        struct sbx_client *a = NULL, *b = NULL;
+        struct sbx_err err = {0};
+        if (sbx_client_new(NULL, &a, &err) < 0 || sbx_client_new(NULL, &b, &err) < 0) {
+                fprintf(stderr, "client: %s\n", err.message);
+                sbx_client_free(a);
+                return 1;
+        }
+        int rc = echo(a, name, "one") < 0;
+        if (!rc && sbx_delete(b, name, &err) < 0) {
+                fprintf(stderr, "delete: %d %s: %s\n", err.status, err.code, err.message);
+                rc = 1;
+        }
+        if (!rc)
+                printf("deleted\n");
+        fflush(stdout);
+        // The test reads the daemon's request counters here (a line or the
+        // end of stdin says it has): what follows is the stale call alone.
+        for (int ch = 0; !rc && ch != EOF && ch != '\n';)
+                ch = getchar();
+        if (!rc)
+                rc = echo(a, name, "two") < 0;
+        sbx_client_free(a);
+        sbx_client_free(b);
+        return rc;
+}
+
+struct job {
+        struct sbx_client *c;
+        const char *name;
+        char word[16];
+        int rc;
+};
+
+static void *run_job(void *arg)
+{
+        struct job *j = arg;
+        j->rc = echo(j->c, j->name, j->word);
+        return NULL;
+}
+
+static int threads(const char *name, int n)
+{
+        struct sbx_client *c = NULL;
+        struct sbx_err err = {0};
+        if (n < 1 || n > 64 || sbx_client_new(NULL, &c, &err) < 0) {
+                fprintf(stderr, "client: %s\n", err.message);
+                return 1;
+        }
+        struct job jobs[64];
+        pthread_t tids[64];
+        for (int i = 0; i < n; i++) {
+                jobs[i] = (struct job){.c = c, .name = name};
+                snprintf(jobs[i].word, sizeof(jobs[i].word), "w%d", i);
+                pthread_create(&tids[i], NULL, run_job, &jobs[i]);
+        }
+        int rc = 0;
+        for (int i = 0; i < n; i++) {
+                pthread_join(tids[i], NULL);
+                rc |= jobs[i].rc != 0;
+        }
+        sbx_client_free(c);
+        return rc;
+}
+
+int main(int argc, char **argv)
+{
+        if (argc == 3 && !strcmp(argv[1], "stale"))
+                return stale(argv[2]);
+        if (argc == 4 && !strcmp(argv[1], "threads"))
+                return threads(argv[2], (int)strtol(argv[3], NULL, 10));
+        fprintf(stderr, "usage: libsandboxd-live stale NAME | threads NAME N\n");
+        return 2;
+}

@@ -42,7 +42,9 @@ int sbxc_errno_of_status(long status)
 int sbxc_parse_object(const char *body, size_t len, json_t **ret, struct sbx_err *err)
 {
         json_error_t je;
-        json_t *o = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &je);
+        // NUL is allowed in strings (an exec's output may hold one); the fields
+        // that must not hold one are checked where they are read.
+        json_t *o = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
         if (!o)
                 return sbxc_bad(err, "answer is not JSON: %s", je.text);
         if (!json_is_object(o)) {
@@ -78,8 +80,8 @@ static int opt_str(json_t *o, const char *key, char **out, struct sbx_err *err)
         json_t *v = json_object_get(o, key);
         if (!v || json_is_null(v))
                 return 0;
-        if (!json_is_string(v))
-                return sbxc_bad(err, "answer: '%s' is not a string", key);
+        if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+                return sbxc_bad(err, "answer: '%s' is not a string without NUL", key);
         *out = strdup(json_string_value(v));
         return *out ? 0 : sbxc_fail(err, ENOMEM, 0, "no_memory", "out of memory");
 }

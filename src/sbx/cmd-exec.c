@@ -52,14 +52,20 @@ static int run(struct sbx_ctx *ctx, struct sbx_client *c, const char *name,
                 sbx_fail(ctx, name, r, &err);
                 return SBX_EXIT_EXEC_FAILED;
         }
+        // On a terminal, Ctrl-C is a byte for the remote one; otherwise a
+        // signal to sbx is passed on, and sbx waits for the process's end.
+        struct sbx_forward *fwd = NULL;
+        if (!tty && (r = sbx_forward_start(c, name, p.id, &fwd)) < 0)
+                err = (struct sbx_err){0};
         struct sbx_pump *pump = NULL;
-        if (pump_stdin && (r = sbx_pump_start(c, name, p.id, tty, &pump)) < 0)
+        if (r >= 0 && pump_stdin && (r = sbx_pump_start(c, name, p.id, tty, &pump)) < 0)
                 err = (struct sbx_err){0};
         struct sbx_stream_result res = {0};
         if (r >= 0)
                 r = sbx_stream(c, name, p.id, NULL, sbx_output_to_fd, NULL, &res, &err);
         struct sbx_err perr = {0};
         int pr = sbx_pump_stop(pump, &perr);
+        sbx_forward_stop(fwd);
         int rc = r >= 0 ? res.status.exit_code : SBX_EXIT_EXEC_FAILED;
         if (r < 0)
                 sbx_fail(ctx, name, r, &err);

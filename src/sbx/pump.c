@@ -152,3 +152,69 @@ int sbx_pump_stop(struct sbx_pump *p, struct sbx_err *err)
         free(p);
         return r;
 }
+
+/* ---- signals sent to sbx, forwarded to the process ---- */
+
+struct sbx_forward {
+        struct sbx_client *c;
+        const char *name;
+        const char *id;
+        pthread_t thread;
+        sigset_t set;
+};
+
+static const struct {
+        int sig;
+        const char *name;
+} forwarded[] = {{SIGINT, "INT"}, {SIGTERM, "TERM"}, {SIGHUP, "HUP"}, {SIGQUIT, "QUIT"}};
+
+static void *forward_run(void *arg)
+{
+        struct sbx_forward *f = arg;
+        for (;;) {
+                int sig = 0;
+                if (sigwait(&f->set, &sig) != 0 || sig == SIGUSR1)
+                        return NULL;
+                for (size_t i = 0; i < ARRAY_SIZE(forwarded); i++)
+                        if (forwarded[i].sig == sig) {
+                                struct sbx_err err = {0};
+                                // Best effort: a process that has just exited
+                                // needs no signal.
+                                sbx_signal(f->c, f->name, f->id, forwarded[i].name, &err);
+                        }
+        }
+}
+
+int sbx_forward_start(struct sbx_client *c, const char *name, const char *id,
+                      struct sbx_forward **ret)
+{
+        struct sbx_forward *f = calloc(1, sizeof(*f));
+        if (!f)
+                return -ENOMEM;
+        *f = (struct sbx_forward){.c = c, .name = name, .id = id};
+        sigemptyset(&f->set);
+        for (size_t i = 0; i < ARRAY_SIZE(forwarded); i++)
+                sigaddset(&f->set, forwarded[i].sig);
+        sigaddset(&f->set, SIGUSR1);
+        // Blocked in this thread (and so in every thread started after it):
+        // the forwarder alone takes them, with sigwait.
+        int r = -pthread_sigmask(SIG_BLOCK, &f->set, NULL);
+        if (r == 0)
+                r = -pthread_create(&f->thread, NULL, forward_run, f);
+        if (r < 0) {
+                free(f);
+                return r;
+        }
+        *ret = f;
+        return 0;
+}
+
+void sbx_forward_stop(struct sbx_forward *f)
+{
+        if (!f)
+                return;
+        pthread_kill(f->thread, SIGUSR1);
+        pthread_join(f->thread, NULL);
+        pthread_sigmask(SIG_UNBLOCK, &f->set, NULL);
+        free(f);
+}

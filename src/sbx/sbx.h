@@ -97,6 +97,13 @@ int sbx_pump_start(struct sbx_client *c, const char *name, const char *id, bool 
 /* Stop and join it; returns the first error it met (0 when none). */
 int sbx_pump_stop(struct sbx_pump *p, struct sbx_err *err);
 
+/* SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to sbx go to the process's
+ * group (from a thread of its own, with sigwait) until stopped. */
+struct sbx_forward;
+int sbx_forward_start(struct sbx_client *c, const char *name, const char *id,
+                      struct sbx_forward **ret);
+void sbx_forward_stop(struct sbx_forward *f);
+
 /* Spawn rq in name, stream its output to fd 1 and 2 (forwarding fd 0
  * when pump_stdin, resizes when tty), reap it; the exit code for sbx. */
 int sbx_run_command(struct sbx_ctx *ctx, const char *name, const struct sbx_spawn_request *rq,

@@ -122,6 +122,20 @@ test("exec -i pipes stdin in, to its end", async () => {
   assert.equal(none.stdout.toString().trim(), "0");
 });
 
+test("a signal to sbx exec goes to the command, and sbx waits for its end", async () => {
+  const p = spawn(SBX, ["exec", "sg1", "--", "sh", "-c", "trap 'echo got INT; exit 4' INT; echo ready; while :; do sleep 1; done"],
+    { env: { ...process.env, SANDBOXD_TOKEN: token, XDG_CONFIG_HOME: join(dir, "no-config") }, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  let err = "";
+  p.stderr.on("data", (b) => (err += b));
+  const closed = new Promise((res) => p.on("close", (code, signal) => res({ code, signal })));
+  await new Promise((res) => p.stdout.on("data", (b) => { out += b; if (out.includes("ready\n")) res(); }));
+  p.kill("SIGINT");
+  const r = await closed;
+  assert.equal(r.code, 4, `${r.signal} ${err}`);
+  assert.equal(out, "ready\ngot INT\n");
+});
+
 test("exec passes env, workdir and user", async () => {
   const r = await sbx(["exec", "-e", "A=1", "--env", "B=two words", "-w", "/tmp", "-u", "65534", "e4", "--",
     "sh", "-c", 'echo "$A|$B|$(pwd)|$(id -u)"']);

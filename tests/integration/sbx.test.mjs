@@ -378,3 +378,105 @@ test("one libsandboxd client shared by threads", async () => {
   assert.equal(r.code, 0, r.stderr);
   assert.equal(r.stdout.toString().trim().split("\n").length, 16);
 });
+
+// A server that breaks the contract on purpose (the real daemon never
+// does, so this one stands in for a hostile or broken one): every answer
+// it gives is a clear one-line error from sbx, never a crash or a hang.
+function frame(type, payload = Buffer.alloc(0), offset = 0n, reserved = 0) {
+  const h = Buffer.alloc(16);
+  h[0] = type;
+  h[1] = reserved;
+  h.writeUInt32BE(payload.length, 4);
+  h.writeBigUInt64BE(offset, 8);
+  return Buffer.concat([h, payload]);
+}
+const startFrame = (from = 0) =>
+  frame(1, Buffer.from(JSON.stringify({ processId: "p1", command: ["x"], state: "running", stdoutFrom: from, stderrFrom: 0 })));
+
+async function hostileServer() {
+  const http = await import("node:http");
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const server = http.createServer((req, res) => {
+    const name = decodeURIComponent(req.url.split("/")[3] || "");
+    const json = (status, body) => {
+      res.writeHead(status, { "content-type": "application/json" });
+      res.end(typeof body === "string" ? body : JSON.stringify(body));
+    };
+    req.resume();
+    if (req.url.endsWith("/attach")) {
+      const headers = name === "inject" ? { Authorization: "Bearer x\r\nX-Evil: 1" } : { Authorization: "Bearer cred" };
+      return json(200, { name, class: "default", state: "running", endpoint: `${url}/v1/sandboxes/${name}`, headers, expiresAt: "2099-01-01T00:00:00.000Z", network: "none", image: "tiny" });
+    }
+    if (req.method === "POST" && req.url.endsWith("/processes"))
+      return json(200, { processId: "p1", command: ["x"], state: "running", startedAt: "2026-01-01T00:00:00.000Z" });
+    if (req.method === "DELETE") return res.writeHead(204).end();
+    if (req.url.includes("/stream")) {
+      res.writeHead(200, { "content-type": "application/vnd.sandboxd.stream" });
+      if (name === "badframe") return res.end(Buffer.concat([startFrame(), frame(2, Buffer.from("x"), 0n, 1)]));
+      if (name === "gap") return res.end(Buffer.concat([startFrame(), frame(2, Buffer.from("ab"), 0n), frame(2, Buffer.from("cd"), 7n)]));
+      if (name === "toobig") return res.end(Buffer.concat([startFrame(), Buffer.from([2, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0])]));
+      // A start at the offset asked, the data once, then never an exit.
+      const from = Number(new URL(req.url, url).searchParams.get("stdoutFrom"));
+      if (name === "noexit")
+        return res.end(from ? startFrame(from) : Buffer.concat([startFrame(), frame(2, Buffer.from("partial\n"), 0n)]));
+      return res.end(frame(2, Buffer.from("no start")));
+    }
+    switch (name) {
+      case "badjson": return json(200, "{not json");
+      case "missing": return json(200, { state: "running" });
+      case "wrongtype": return json(200, { name: 5, state: "running" });
+      case "html": res.writeHead(404, { "content-type": "text/html" }); return res.end("<h1>nope</h1>");
+      case "redirect": res.writeHead(302, { location: "http://example.com/" }); return res.end();
+      case "huge": {
+        res.writeHead(200, { "content-type": "application/json" });
+        const chunk = Buffer.alloc(1 << 20, 0x20);
+        let sent = 0;
+        const more = () => { while (sent < 40 && res.write(chunk)) sent++; if (sent >= 40) res.end(); else sent++; };
+        res.on("drain", more);
+        return more();
+      }
+      case "cut": res.writeHead(200, { "content-type": "application/json", "content-length": "100" }); return res.end('{"name":"cut"').socket?.destroy();
+      default: return json(404, { error: { code: "sandbox_not_found", message: `no ${name}` } });
+    }
+  });
+  await new Promise((r) => server.listen(port, "127.0.0.1", r));
+  return { url, close: () => new Promise((r) => server.close(r)) };
+}
+
+test("answers that break the contract are one-line errors, never a crash or a hang", async () => {
+  const h = await hostileServer();
+  try {
+    // An unsigned token whose iss is this server: sbx reads iss, the server never checks.
+    const b64 = (o) => Buffer.from(JSON.stringify(o)).toString("base64url");
+    const tok = `${b64({ alg: "none" })}.${b64({ iss: h.url, sub: "d", acct: "a" })}.sig`;
+    const opts = { env: { SANDBOXD_TOKEN: tok } };
+    const cases = [
+      [["get", "badjson"], 3, /get badjson: bad_response: answer is not JSON/],
+      [["get", "missing"], 3, /bad_response: answer: no string 'name'/],
+      [["get", "wrongtype"], 3, /bad_response: answer: no string 'name'/],
+      [["get", "huge"], 3, /bad_response: GET .*: an answer over 16777216 bytes/],
+      [["get", "cut"], 3, /get cut: unreachable: /],
+      [["get", "html"], 1, /get html: 404 unknown: HTTP 404 without an error body/],
+      [["get", "redirect"], 1, /get redirect: 302 unknown/],
+      [["get", "other"], 1, /get other: 404 sandbox_not_found: no other/],
+      [["exec", "badframe", "--", "x"], 125, /bad_response: stream: a frame head with non-zero reserved bytes/],
+      [["exec", "gap", "--", "x"], 125, /bad_response: stream: stdout data at offset 7, expected 2/],
+      [["exec", "toobig", "--", "x"], 125, /bad_response: stream: a frame of 4294967295 bytes/],
+      [["exec", "nostart", "--", "x"], 125, /bad_response: stream: the first frame is of type 2, not start/],
+      [["exec", "noexit", "--", "x"], 125, /bad_response: stream: the body ended without an exit frame/],
+      [["exec", "inject", "--", "x"], 125, /bad_response: answer: a bad credential header/],
+    ];
+    for (const [args, code, pattern] of cases) {
+      const r = await sbx(args, opts);
+      assert.equal(r.code, code, `${args.join(" ")}: ${r.stderr}`);
+      oneLineError(r, pattern);
+    }
+    // What a cut stream delivered before it broke is on stdout, once:
+    // the reconnects after it find nothing new and give up.
+    const r = await sbx(["exec", "noexit", "--", "x"], opts);
+    assert.equal(r.stdout.toString(), "partial\n");
+  } finally {
+    await h.close();
+  }
+});

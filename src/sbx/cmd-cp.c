@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* sbx cp SRC DST, one side NAME:PATH: files streamed both ways, nothing
  * held whole; a download lands under a temporary name and is renamed into
- * place when complete, as the server does for an upload. */
+ * place when complete, as the server does for an upload. Directories are
+ * copied file by file (cp-tree.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -10,16 +11,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sbx.h"
+#include "cp.h"
 #include "common/util.h"
 
 static const char usage[] =
     "usage: sbx cp SRC DST\n"
-    "Copies a file into or out of a sandbox; the sandbox side is NAME:PATH\n"
-    "(relative paths resolve against /workspace), the other a local path or '-'\n"
-    "for stdin or stdout. A DST that is a directory (or ends in '/') gets SRC's\n"
-    "name. A progress bar shows on stderr when it is a terminal and the copy is\n"
-    "over 1 MiB.\n";
+    "Copies a file or a directory into or out of a sandbox; the sandbox side is\n"
+    "NAME:PATH (relative paths resolve against /workspace), the other a local path\n"
+    "or '-' for stdin or stdout. A DST that is a directory (or ends in '/') gets\n"
+    "SRC's name. A progress line shows on stderr when it is a terminal and a file\n"
+    "is over 1 MiB.\n";
 
 struct remote {
         char name[129];
@@ -70,90 +71,107 @@ static void bar_end(const struct bar *b)
                 fputc('\n', stderr);
 }
 
-/* A remote path that names a directory gets the local file's name. */
-static char *upload_target(struct sbx_client *c, const struct remote *dst, const char *src)
+static sbx_progress_fn progress_fn(void)
 {
-        _cleanup_free_ char *copy = strdup(src);
-        const char *base = copy ? basename(copy) : "file";
-        struct sbx_dir d = {0};
-        bool dir = dst->path[strlen(dst->path) - 1] == '/' ||
-                   sbx_file_list(c, dst->name, dst->path, &d, NULL) == 0;
-        sbx_dir_clear(&d);
-        char *out = NULL;
-        if (!dir)
-                return strdup(dst->path);
-        if (asprintf(&out, "%s%s%s", dst->path, dst->path[strlen(dst->path) - 1] == '/' ? "" : "/",
-                     base) < 0)
-                return NULL;
-        return out;
+        return isatty(STDERR_FILENO) ? progress : NULL;
 }
 
-static int upload(struct sbx_ctx *ctx, struct sbx_client *c, const char *src,
-                  const struct remote *dst)
+int sbx_cp_put(struct sbx_ctx *ctx, const char *local, const char *name, const char *path)
 {
-        bool std = !strcmp(src, "-");
-        _cleanup_close_ int fd = std ? -1 : open(src, O_RDONLY | O_CLOEXEC);
+        bool std = !strcmp(local, "-");
+        _cleanup_close_ int fd = std ? -1 : open(local, O_RDONLY | O_CLOEXEC);
         if (!std && fd < 0) {
-                fprintf(stderr, "sbx: cp: %s: %s\n", src, strerror(errno));
+                fprintf(stderr, "sbx: cp: %s: %s\n", local, strerror(errno));
                 return SBX_EXIT_LOCAL;
         }
-        _cleanup_free_ char *path = std ? strdup(dst->path) : upload_target(c, dst, src);
-        if (!path)
-                return SBX_EXIT_LOCAL;
         struct bar b = {0};
         struct sbx_err err = {0};
-        int r = sbx_file_write(c, dst->name, path, std ? STDIN_FILENO : fd,
-                               isatty(STDERR_FILENO) ? progress : NULL, &b, &err);
+        int r = sbx_file_write(ctx->client, name, path, std ? STDIN_FILENO : fd, progress_fn(), &b,
+                               &err);
         bar_end(&b);
-        return r < 0 ? sbx_fail(ctx, dst->name, r, &err) : 0;
+        return r < 0 ? sbx_fail(ctx, name, r, &err) : 0;
 }
 
-/* The local file a download writes: dst, or dst/basename(remote). */
-static char *download_target(const char *dst, const char *remote)
-{
-        struct stat st;
-        if (stat(dst, &st) < 0 || !S_ISDIR(st.st_mode))
-                return strdup(dst);
-        _cleanup_free_ char *copy = strdup(remote);
-        char *out = NULL;
-        if (!copy || asprintf(&out, "%s/%s", dst, basename(copy)) < 0)
-                return NULL;
-        return out;
-}
-
-static int download(struct sbx_ctx *ctx, struct sbx_client *c, const struct remote *src,
-                    const char *dst)
+int sbx_cp_get(struct sbx_ctx *ctx, const char *name, const char *path, const char *local)
 {
         struct bar b = {0};
         struct sbx_err err = {0};
-        sbx_progress_fn fn = isatty(STDERR_FILENO) ? progress : NULL;
-        if (!strcmp(dst, "-")) {
-                int r = sbx_file_read(c, src->name, src->path, STDOUT_FILENO, fn, &b, &err);
+        if (!strcmp(local, "-")) {
+                int r =
+                    sbx_file_read(ctx->client, name, path, STDOUT_FILENO, progress_fn(), &b, &err);
                 bar_end(&b);
-                return r < 0 ? sbx_fail(ctx, src->name, r, &err) : 0;
+                return r < 0 ? sbx_fail(ctx, name, r, &err) : 0;
         }
-        _cleanup_free_ char *target = download_target(dst, src->path);
         _cleanup_free_ char *tmp = NULL;
-        if (!target || asprintf(&tmp, "%s.sbx-XXXXXX", target) < 0)
+        if (asprintf(&tmp, "%s.sbx-XXXXXX", local) < 0)
                 return SBX_EXIT_LOCAL;
         _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
         if (fd < 0) {
-                fprintf(stderr, "sbx: cp: %s: %s\n", target, strerror(errno));
+                fprintf(stderr, "sbx: cp: %s: %s\n", local, strerror(errno));
                 return SBX_EXIT_LOCAL;
         }
-        int r = sbx_file_read(c, src->name, src->path, fd, fn, &b, &err);
+        int r = sbx_file_read(ctx->client, name, path, fd, progress_fn(), &b, &err);
         bar_end(&b);
-        if (r >= 0 &&
-            (fchmod(fd, 0644 & ~umask(022)) < 0 || fsync(fd) < 0 || rename(tmp, target) < 0)) {
-                fprintf(stderr, "sbx: cp: %s: %s\n", target, strerror(errno));
-                unlink(tmp);
-                return SBX_EXIT_LOCAL;
-        }
         if (r < 0) {
                 unlink(tmp);
-                return sbx_fail(ctx, src->name, r, &err);
+                return sbx_fail(ctx, name, r, &err);
+        }
+        // mkstemp made it 0600; a copy gets what a new file gets here.
+        mode_t mask = umask(0);
+        umask(mask);
+        if (fchmod(fd, 0666 & ~mask) < 0 || fsync(fd) < 0 || rename(tmp, local) < 0) {
+                fprintf(stderr, "sbx: cp: %s: %s\n", local, strerror(errno));
+                unlink(tmp);
+                return SBX_EXIT_LOCAL;
         }
         return 0;
+}
+
+/* dir/basename(path) into *ret. */
+static int with_base(const char *dir, const char *path, char **ret)
+{
+        _cleanup_free_ char *copy = strdup(path);
+        if (!copy)
+                return -ENOMEM;
+        size_t n = strlen(dir);
+        return asprintf(ret, "%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", basename(copy)) < 0
+                   ? -ENOMEM
+                   : 0;
+}
+
+static bool remote_is_dir(struct sbx_ctx *ctx, const char *name, const char *path)
+{
+        struct sbx_dir d = {0};
+        bool dir = sbx_file_list(ctx->client, name, path, &d, NULL) == 0;
+        sbx_dir_clear(&d);
+        return dir;
+}
+
+static int upload(struct sbx_ctx *ctx, const char *src, const struct remote *dst)
+{
+        struct stat st;
+        bool tree = strcmp(src, "-") && stat(src, &st) == 0 && S_ISDIR(st.st_mode);
+        // Into an existing directory (or one named with a trailing '/'): under
+        // the source's name, as cp does.
+        bool into = strcmp(src, "-") && (dst->path[strlen(dst->path) - 1] == '/' ||
+                                         remote_is_dir(ctx, dst->name, dst->path));
+        _cleanup_free_ char *path = NULL;
+        if (into ? with_base(dst->path, src, &path) < 0 : !(path = strdup(dst->path)))
+                return SBX_EXIT_LOCAL;
+        return tree ? sbx_cp_put_tree(ctx, src, dst->name, path)
+                    : sbx_cp_put(ctx, src, dst->name, path);
+}
+
+static int download(struct sbx_ctx *ctx, const struct remote *src, const char *dst)
+{
+        bool tree = strcmp(dst, "-") && remote_is_dir(ctx, src->name, src->path);
+        struct stat st;
+        bool into = strcmp(dst, "-") && stat(dst, &st) == 0 && S_ISDIR(st.st_mode);
+        _cleanup_free_ char *local = NULL;
+        if (into ? with_base(dst, src->path, &local) < 0 : !(local = strdup(dst)))
+                return SBX_EXIT_LOCAL;
+        return tree ? sbx_cp_get_tree(ctx, src->name, src->path, local)
+                    : sbx_cp_get(ctx, src->name, src->path, local);
 }
 
 int cmd_cp(struct sbx_ctx *ctx, int argc, char **argv)
@@ -166,6 +184,5 @@ int cmd_cp(struct sbx_ctx *ctx, int argc, char **argv)
         bool rs = parse_remote(pos.argv[0], &src), rd = parse_remote(pos.argv[1], &dst);
         if (rs == rd)
                 return sbx_usage_error(ctx, "exactly one of SRC and DST is NAME:PATH");
-        struct sbx_client *c = ctx->client;
-        return rs ? download(ctx, c, &src, pos.argv[1]) : upload(ctx, c, pos.argv[0], &dst);
+        return rs ? download(ctx, &src, pos.argv[1]) : upload(ctx, pos.argv[0], &dst);
 }

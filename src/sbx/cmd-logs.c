@@ -11,11 +11,12 @@ static const char usage[] =
     "Prints a process's stdout and stderr (to sbx's stdout and stderr).\n"
     "  -f, --follow   stream the output as it is written, until the process exits\n";
 
-/* Poll from the start until a read brings nothing new. */
+/* Poll from the start until a read brings nothing new (a bounded number
+ * of reads: a process that writes on and on is for -f). */
 static int dump(struct sbx_client *c, const char *name, const char *id, struct sbx_err *err)
 {
         uint64_t out = 0, errs = 0;
-        for (;;) {
+        for (int reads = 0;; reads++) {
                 struct sbx_output o = {0};
                 int r = sbx_poll(c, name, id, out, errs, 0, &o, err);
                 if (r < 0)
@@ -28,7 +29,7 @@ static int dump(struct sbx_client *c, const char *name, const char *id, struct s
                 out = o.out_next;
                 errs = o.err_next;
                 sbx_output_clear(&o);
-                if (r < 0 || !more)
+                if (r < 0 || !more || reads >= 64)
                         return r;
         }
 }

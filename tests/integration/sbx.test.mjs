@@ -6,7 +6,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { mkdtempSync, writeFileSync, readFileSync, rmSync, mkdirSync, existsSync } from "node:fs";
+import { mkdtempSync, writeFileSync, readFileSync, rmSync, mkdirSync, existsSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -195,6 +195,30 @@ test("cp copies a binary file both ways, into directories, and through stdin/std
   r = await sbx(["cp", join(dir, "missing-local"), "cp1:/tmp/x"]);
   assert.equal(r.code, 4);
   oneLineError(r, /missing-local: No such file/);
+});
+
+test("cp copies a directory both ways: nested, empty directories too; symlinks are skipped", async () => {
+  const tree = join(dir, "tree");
+  mkdirSync(join(tree, "a", "b"), { recursive: true });
+  mkdirSync(join(tree, "empty"));
+  const bin = randomBytes(300000);
+  writeFileSync(join(tree, "a", "b", "bin"), bin);
+  writeFileSync(join(tree, "top.txt"), "top\n");
+  symlinkSync("top.txt", join(tree, "link"));
+  let r = await sbx(["cp", tree, "tr1:/workspace/t"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stderr, /link: skipped \(not a file or directory\)/);
+  r = await sbx(["exec", "tr1", "--", "sh", "-c", "cd /workspace/t && find . | sort && sha256sum a/b/bin"]);
+  assert.equal(r.stdout.toString(), `.\n./a\n./a/b\n./a/b/bin\n./empty\n./top.txt\n${sha(bin)}  a/b/bin\n`);
+  // Back into an existing directory: under the source's name.
+  const back = join(dir, "back");
+  mkdirSync(back);
+  r = await sbx(["cp", "tr1:/workspace/t", back]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(sha(readFileSync(join(back, "t", "a", "b", "bin"))), sha(bin));
+  assert.equal(readFileSync(join(back, "t", "top.txt"), "utf8"), "top\n");
+  assert.ok(existsSync(join(back, "t", "empty")));
+  assert.equal(existsSync(join(back, "t", "link")), false);
 });
 
 test("ps lists processes, logs prints and follows their output, kill signals and forgets", async () => {
@@ -411,6 +435,8 @@ async function hostileServer() {
     if (req.method === "POST" && req.url.endsWith("/processes"))
       return json(200, { processId: "p1", command: ["x"], state: "running", startedAt: "2026-01-01T00:00:00.000Z" });
     if (req.method === "DELETE") return res.writeHead(204).end();
+    if (req.url.includes("/files/list"))
+      return json(200, { entries: [{ name: "..", isDirectory: true }, { name: "ok", isDirectory: false }] });
     if (req.url.includes("/stream")) {
       res.writeHead(200, { "content-type": "application/vnd.sandboxd.stream" });
       if (name === "badframe") return res.end(Buffer.concat([startFrame(), frame(2, Buffer.from("x"), 0n, 1)]));
@@ -466,6 +492,8 @@ test("answers that break the contract are one-line errors, never a crash or a ha
       [["exec", "nostart", "--", "x"], 125, /bad_response: stream: the first frame is of type 2, not start/],
       [["exec", "noexit", "--", "x"], 125, /bad_response: stream: the body ended without an exit frame/],
       [["exec", "inject", "--", "x"], 125, /bad_response: answer: a bad credential header/],
+      // A listing that names '..' would write outside the destination.
+      [["cp", "traverse:/d", join(dir, "trav")], 3, /the server listed a bad name '\.\.'/],
     ];
     for (const [args, code, pattern] of cases) {
       const r = await sbx(args, opts);

@@ -22,6 +22,7 @@ struct sbxc_cred {
         char *image;
         int64_t refresh_at; /* local ms after which the credential is refreshed */
         unsigned generation;
+        bool attaching; /* a thread attaches for this name: others wait for it */
 };
 
 const char *sbxc_version(void)
@@ -89,6 +90,7 @@ int sbx_client_new(const struct sbx_options *opts, struct sbx_client **ret, stru
         strip_slashes(c->server);
         c->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
         pthread_mutex_init(&c->lock, NULL);
+        pthread_cond_init(&c->attached, NULL);
         *ret = c;
         return 0;
 }
@@ -115,6 +117,7 @@ void sbx_client_free(struct sbx_client *c)
                 c->creds = k->next;
                 cred_free(k);
         }
+        pthread_cond_destroy(&c->attached);
         pthread_mutex_destroy(&c->lock);
         // The token is a secret: leave no copy in freed memory.
         explicit_bzero(c->token, strlen(c->token));
@@ -478,17 +481,75 @@ static int cache_get(struct sbx_client *c, const char *name, bool stale_ok, stru
         return r;
 }
 
+static bool fresh(const struct sbxc_cred *k)
+{
+        return k->endpoint && now_ms_local() < k->refresh_at;
+}
+
+static struct sbxc_cred *find_locked(struct sbx_client *c, const char *name)
+{
+        struct sbxc_cred *k = c->creds;
+        while (k && strcmp(k->name, name))
+                k = k->next;
+        return k;
+}
+
+/* Concurrent callers share one attach, as the TypeScript client does: 0
+ * when a fresh credential is cached (after waiting for an attach that
+ * another thread has under way), 1 when the caller is to attach (marked,
+ * for the others to wait), -ENOMEM. */
+static int claim_attach(struct sbx_client *c, const char *name, bool force)
+{
+        pthread_mutex_lock(&c->lock);
+        struct sbxc_cred *k;
+        while ((k = find_locked(c, name)) && !force && !fresh(k) && k->attaching)
+                pthread_cond_wait(&c->attached, &c->lock);
+        int r = 1;
+        if (k && !force && fresh(k)) {
+                r = 0;
+        } else if (!k) {
+                // A place-holder for the others to wait on; the attach's
+                // answer replaces it.
+                k = calloc(1, sizeof(*k));
+                if (k && !(k->name = strdup(name))) {
+                        free(k);
+                        k = NULL;
+                }
+                if (k) {
+                        k->next = c->creds;
+                        c->creds = k;
+                }
+        }
+        if (r == 1 && k)
+                k->attaching = true;
+        pthread_mutex_unlock(&c->lock);
+        return k ? r : -ENOMEM;
+}
+
+static void release_attach(struct sbx_client *c, const char *name)
+{
+        pthread_mutex_lock(&c->lock);
+        struct sbxc_cred *k = find_locked(c, name);
+        if (k)
+                k->attaching = false;
+        pthread_cond_broadcast(&c->attached);
+        pthread_mutex_unlock(&c->lock);
+}
+
 /* A fresh credential for name: the cached one, else a new attach. */
 static int credential(struct sbx_client *c, const char *name, bool force, struct cred_copy *cc,
                       struct sbx_err *err)
 {
-        int r = cache_get(c, name, false, cc);
-        if (r == 0 && !force)
+        int r = claim_attach(c, name, force);
+        if (r == 0 && cache_get(c, name, false, cc) == 0)
                 return 0;
-        if (r == -ENOMEM)
+        // (Expired since, or first: attach, with the options it was made with.)
+        cred_copy_free(cc);
+        if (r < 0 || cache_get(c, name, true, cc) == -ENOMEM)
                 return sbxc_fail(err, ENOMEM, 0, "no_memory", "out of memory");
         struct sbx_attach_options again = cc->again;
         r = attach_now(c, name, &again, NULL, err);
+        release_attach(c, name);
         cred_copy_free(cc);
         if (r < 0)
                 return r;

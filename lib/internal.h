@@ -131,7 +131,8 @@ struct sbx_client {
         char *token;
         char *server;
         int64_t timeout_ms;
-        pthread_mutex_t lock; /* guards creds */
+        pthread_mutex_t lock;    /* guards creds */
+        pthread_cond_t attached; /* an attach under way ended */
         struct sbxc_cred *creds;
 };
 

@@ -397,10 +397,14 @@ test("a stale credential is re-attached once, and the call then works", async ()
   assert.equal(afterM.requests - before.requests, 4);
 });
 
-test("one libsandboxd client shared by threads", async () => {
+test("one libsandboxd client shared by threads: their first calls share one attach", async () => {
+  const before = await metrics();
   const r = await run(LIVE, ["threads", "th1", "16"]);
+  const afterM = await metrics();
   assert.equal(r.code, 0, r.stderr);
   assert.equal(r.stdout.toString().trim().split("\n").length, 16);
+  // 16 execs, one attach, and the metrics request itself.
+  assert.equal(afterM.requests - before.requests, 18);
 });
 
 // A server that breaks the contract on purpose (the real daemon never

@@ -2,6 +2,8 @@
 /* sbx exec NAME [-i] [-e K=V] [-w DIR] [-u USER] -- CMD...: spawned
  * lossless and streamed, so output arrives as it is written, nothing is
  * dropped and nothing is capped; the command's exit code is sbx's. */
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -67,11 +69,16 @@ static int run(struct sbx_ctx *ctx, struct sbx_client *c, const char *name,
         int pr = sbx_pump_stop(pump, &perr);
         sbx_forward_stop(fwd);
         int rc = r >= 0 ? res.status.exit_code : SBX_EXIT_EXEC_FAILED;
-        if (r < 0)
+        // Whoever read sbx's output went away (`| head`): quietly, as a
+        // shell's pipeline would end, and the process is killed below.
+        if (r == -EPIPE)
+                rc = 128 + SIGPIPE;
+        else if (r < 0)
                 sbx_fail(ctx, name, r, &err);
         else if (pr < 0 && perr.status != 404 && perr.status != 409)
                 rc = (sbx_fail(ctx, "stdin", pr, &perr), SBX_EXIT_EXEC_FAILED);
-        // Forget the finished process, so it does not push other records out.
+        // Forget the process (killing it if it still runs: sbx's own failure
+        // or a reader gone), so it does not push other records out.
         struct sbx_err kerr = {0};
         sbx_kill(c, name, p.id, &kerr);
         sbx_stream_result_clear(&res);

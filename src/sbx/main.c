@@ -3,6 +3,7 @@
  * config file, in that order; errors printed here, in one line each. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -95,6 +96,9 @@ static int global_options(int argc, char **argv, struct sbx_ctx *ctx)
 int main(int argc, char **argv)
 {
         struct sbx_ctx ctx = {.verb = "sbx"};
+        // A closed pipe is an EPIPE where sbx writes, not a death mid-call
+        // (exec then kills its process and exits 141).
+        signal(SIGPIPE, SIG_IGN);
         int v = global_options(argc, argv, &ctx);
         if (v >= argc || !strcmp(argv[v], "--help") || !strcmp(argv[v], "-h") ||
             !strcmp(argv[v], "help")) {

@@ -273,5 +273,8 @@ int sbx_output_to_fd(void *ctx, enum sbx_stream_id s, uint64_t offset, const voi
 {
         (void)ctx;
         (void)offset;
-        return write_all(s == SBX_STDERR ? STDERR_FILENO : STDOUT_FILENO, data, len);
+        int r = write_all(s == SBX_STDERR ? STDERR_FILENO : STDOUT_FILENO, data, len);
+        // A socket's reader that went away with bytes unread resets it:
+        // the same end as a closed pipe.
+        return r == -ECONNRESET ? -EPIPE : r;
 }

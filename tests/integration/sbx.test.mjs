@@ -136,6 +136,23 @@ test("a signal to sbx exec goes to the command, and sbx waits for its end", asyn
   assert.equal(out, "ready\ngot INT\n");
 });
 
+test("exec whose reader goes away (| head) kills the command and exits 141", async () => {
+  const p = spawn(SBX, ["exec", "pp1", "--", "sh", "-c", "echo $$ > /tmp/pid; exec yes"],
+    { env: { ...process.env, SANDBOXD_TOKEN: token, XDG_CONFIG_HOME: join(dir, "no-config") }, stdio: ["ignore", "pipe", "pipe"] });
+  let err = "";
+  p.stderr.on("data", (b) => (err += b));
+  const closed = new Promise((res) => p.on("close", (code) => res(code)));
+  await new Promise((res) => p.stdout.once("data", res));
+  p.stdout.destroy();
+  assert.equal(await closed, 141, err);
+  assert.equal(err, "");
+  // The process is gone from the sandbox, not blocked on output nobody reads.
+  const ps = JSON.parse((await sbx(["ps", "pp1", "--json"])).stdout);
+  assert.deepEqual(ps.filter((x) => x.state === "running"), []);
+  const alive = await sbx(["exec", "pp1", "--", "sh", "-c", "kill -0 $(cat /tmp/pid) 2>/dev/null && echo alive || echo gone"]);
+  assert.equal(alive.stdout.toString(), "gone\n");
+});
+
 test("exec passes env, workdir and user", async () => {
   const r = await sbx(["exec", "-e", "A=1", "--env", "B=two words", "-w", "/tmp", "-u", "65534", "e4", "--",
     "sh", "-c", 'echo "$A|$B|$(pwd)|$(id -u)"']);

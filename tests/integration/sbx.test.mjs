@@ -10,7 +10,7 @@ import { mkdtempSync, writeFileSync, readFileSync, rmSync, mkdirSync, existsSync
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Daemon, Client, BIN, IMAGES, freePort } from "./lib/daemon.mjs";
+import { Daemon, Client, BIN, IMAGES, ROOT, freePort } from "./lib/daemon.mjs";
 
 const SBX = join(dirname(BIN), "sbx");
 const LIVE = join(dirname(BIN), "tests", "libsandboxd-live");
@@ -352,6 +352,21 @@ test("--help on every verb; settings from the config file, flags over the enviro
   r = await sbx(["ls"], { env: { XDG_CONFIG_HOME: xdg } });
   assert.equal(r.code, 2);
   oneLineError(r, /config:2: not `key = value`/);
+});
+
+test("the bash completion completes verbs, options and the server's sandbox names", async () => {
+  const script = join(ROOT, "contrib", "bash-completion", "sbx");
+  const complete = async (...words) => {
+    const line = `source '${script}'; COMP_WORDS=(${words.map((w) => `'${w}'`).join(" ")}); COMP_CWORD=${words.length - 1}; _sbx; printf '%s\\n' "\${COMPREPLY[@]}"`;
+    const r = await run("bash", ["-c", line], { env: { PATH: `${dirname(SBX)}:${process.env.PATH}` } });
+    assert.equal(r.code, 0, r.stderr);
+    return r.stdout.toString().trim().split("\n").sort();
+  };
+  assert.deepEqual(await complete("sbx", "ex"), ["exec"]);
+  assert.deepEqual(await complete("sbx", "kill", "-s", "T"), ["TERM"]);
+  assert.ok((await complete("sbx", "exec", "--")).includes("--stdin"));
+  assert.equal((await sbx(["attach", "compl-one"])).code, 0);
+  assert.deepEqual(await complete("sbx", "get", "compl-"), ["compl-one"]);
 });
 
 test("snapshot makes an image that a new sandbox starts from", async () => {

@@ -144,10 +144,16 @@ struct sbx_exec_request {
         const char *const *env;
         const char *cwd;
         const char *user;
-        /* 0: none, but never past the client's timeout less a second (the
-         * request waits for the command). For longer commands, or stdin,
-         * spawn and stream. */
+        /* 0: none. Without stdin: never past the client's timeout less a
+         * second (the one request waits for the command). */
         int64_t timeout_ms;
+        /* Bytes for the command's stdin, then its end (NULL: stdin is
+         * empty). The wire's exec takes none, so the command is then spawned
+         * (lossless), fed and streamed, with the same result: output capped
+         * at 1 MiB per stream (truncated), killed at timeout_ms (timed_out),
+         * with no bound from the client's timeout. */
+        const void *stdin_data;
+        size_t stdin_len;
 };
 
 struct sbx_exec_result {

@@ -147,4 +147,7 @@ int sbxc_data(struct sbx_client *c, const char *name, const char *path, struct s
 int sbxc_data_json(struct sbx_client *c, const char *name, const char *method, const char *path,
                    json_t *body, sbxc_parser parse, void *ret, struct sbx_err *err);
 int sbxc_check_name(const char *name, struct sbx_err *err);
+/* run.c: sbx_exec of a request with stdin (spawn, feed, stream). */
+int sbxc_exec_with_stdin(struct sbx_client *c, const char *name, const struct sbx_exec_request *req,
+                         struct sbx_exec_result *ret, struct sbx_err *err);
 int sbxc_check_id(const char *id, struct sbx_err *err);

@@ -41,6 +41,8 @@ static int command_fields(json_t *body, const char *const *argv, const char *con
 int sbx_exec(struct sbx_client *c, const char *name, const struct sbx_exec_request *req,
              struct sbx_exec_result *ret, struct sbx_err *err)
 {
+        if (req->stdin_data)
+                return sbxc_exec_with_stdin(c, name, req, ret, err);
         json_t *b = json_object();
         int r = command_fields(b, req->argv, req->env, req->cwd, req->user, err);
         if (r < 0) {

@@ -544,3 +544,10 @@ test("answers that break the contract are one-line errors, never a crash or a ha
     await h.close();
   }
 });
+
+test("libsandboxd's exec with stdin: fed whole, output capped at 1 MiB, killed at its timeout", async () => {
+  const r = await run(LIVE, ["stdin", "in1"]);
+  assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
+  assert.match(r.stdout.toString(), /^cat: exit 0, 1048576 bytes out, truncated 1, timed out 0$/m);
+  assert.match(r.stdout.toString(), /^sleep: exit 137, 0 bytes out, truncated 0, timed out 1$/m);
+});

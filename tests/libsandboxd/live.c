@@ -6,6 +6,9 @@
  *                                    through a second; exec again on the
  *                                    first (its credential is now stale)
  *   libsandboxd-live threads NAME N  N threads exec on one client at once
+ *   libsandboxd-live stdin NAME      exec with stdin: 3 MiB through `cat`
+ *                                    (1 MiB kept, truncated), `wc -c`, and
+ *                                    a `sleep` killed at its timeout
  *
  * The token comes from $SANDBOXD_TOKEN. Prints one line per exec
  * ("exec N: EXIT STDOUT") and exits 0 when every call worked. */
@@ -99,12 +102,59 @@ static int threads(const char *name, int n)
         return rc;
 }
 
+static int stdin_exec(struct sbx_client *c, const char *name, const char *const *argv,
+                      const void *in, size_t len, int64_t timeout_ms, struct sbx_exec_result *res)
+{
+        struct sbx_exec_request rq = {
+            .argv = argv, .stdin_data = in, .stdin_len = len, .timeout_ms = timeout_ms};
+        struct sbx_err err = {0};
+        if (sbx_exec(c, name, &rq, res, &err) < 0) {
+                fprintf(stderr, "exec %s: %d %s: %s\n", argv[0], err.status, err.code, err.message);
+                return -1;
+        }
+        printf("%s: exit %d, %zu bytes out, truncated %d, timed out %d\n", argv[0], res->exit_code,
+               res->out_len, res->truncated, res->timed_out);
+        return 0;
+}
+
+static int with_stdin(const char *name)
+{
+        struct sbx_client *c = NULL;
+        struct sbx_err err = {0};
+        if (sbx_client_new(NULL, &c, &err) < 0) {
+                fprintf(stderr, "client: %s\n", err.message);
+                return 1;
+        }
+        size_t n = 3u << 20;
+        char *in = malloc(n);
+        for (size_t i = 0; in && i < n; i++)
+                in[i] = (char)('a' + i % 26);
+        struct sbx_exec_result a = {0}, b = {0}, s = {0};
+        const char *cat[] = {"cat", NULL}, *wc[] = {"wc", "-c", NULL};
+        const char *sl[] = {"sleep", "100", NULL};
+        int rc = !in || stdin_exec(c, name, cat, in, n, 0, &a) < 0 ||
+                 stdin_exec(c, name, wc, in, n, 0, &b) < 0 ||
+                 stdin_exec(c, name, sl, "x", 1, 300, &s) < 0;
+        // cat: the first 1 MiB kept, the rest dropped; wc saw all 3 MiB.
+        rc = rc || a.exit_code != 0 || !a.truncated || a.out_len != (1u << 20) ||
+             memcmp(a.out, in, a.out_len) || b.exit_code != 0 ||
+             strtol(b.out, NULL, 10) != (long)n || !s.timed_out || s.exit_code != 137;
+        sbx_exec_result_clear(&a);
+        sbx_exec_result_clear(&b);
+        sbx_exec_result_clear(&s);
+        free(in);
+        sbx_client_free(c);
+        return rc;
+}
+
 int main(int argc, char **argv)
 {
+        if (argc == 3 && !strcmp(argv[1], "stdin"))
+                return with_stdin(argv[2]);
         if (argc == 3 && !strcmp(argv[1], "stale"))
                 return stale(argv[2]);
         if (argc == 4 && !strcmp(argv[1], "threads"))
                 return threads(argv[2], (int)strtol(argv[3], NULL, 10));
-        fprintf(stderr, "usage: libsandboxd-live stale NAME | threads NAME N\n");
+        fprintf(stderr, "usage: libsandboxd-live stale NAME | threads NAME N | stdin NAME\n");
         return 2;
 }

@@ -76,15 +76,15 @@ static int global_options(int argc, char **argv, struct sbx_ctx *ctx)
         int i = 1;
         for (; i < argc && argv[i][0] == '-'; i++) {
                 const char *a = argv[i];
-                const char **slot = !strncmp(a, "--server", 8)  ? &ctx->server
-                                    : !strncmp(a, "--token", 7) ? &ctx->token
-                                                                : NULL;
+                size_t n = strcspn(a, "=");
+                const char **slot = n == 8 && !strncmp(a, "--server", 8)  ? &ctx->server
+                                    : n == 7 && !strncmp(a, "--token", 7) ? &ctx->token
+                                                                          : NULL;
                 if (!strcmp(a, "--json")) {
                         ctx->json = true;
-                } else if (slot && strchr(a, '=')) {
-                        *slot = strchr(a, '=') + 1;
-                } else if (slot && (!strcmp(a, "--server") || !strcmp(a, "--token")) &&
-                           i + 1 < argc) {
+                } else if (slot && a[n] == '=') {
+                        *slot = a + n + 1;
+                } else if (slot && i + 1 < argc) {
                         *slot = argv[++i];
                 } else {
                         return i;
@@ -114,7 +114,8 @@ int main(int argc, char **argv)
                 if (!strcmp(argv[v], verbs[i].name))
                         verb = &verbs[i];
         if (!verb) {
-                fprintf(stderr, "sbx: unknown verb '%s'\n\n", argv[v]);
+                fprintf(stderr, "sbx: unknown %s '%s'\n\n", argv[v][0] == '-' ? "option" : "verb",
+                        argv[v]);
                 usage(stderr);
                 return SBX_EXIT_USAGE;
         }

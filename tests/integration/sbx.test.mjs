@@ -214,6 +214,26 @@ test("cp copies a binary file both ways, into directories, and through stdin/std
   oneLineError(r, /missing-local: No such file/);
 });
 
+test("cp shows a progress line on a terminal for a large file, none for a small one or off a terminal", async () => {
+  const big = join(dir, "progress.bin");
+  writeFileSync(big, randomBytes(3 * 1024 * 1024));
+  const small = join(dir, "small.txt");
+  writeFileSync(small, "small\n");
+  const onTty = (args) => run("python3", [PTY_DRIVE, SBX, ...args, "::"]);
+  let r = await onTty(["cp", big, "pg1:/tmp/progress.bin"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout.toString(), /\r +[0-9.]+ \/ 3\.0 MiB +\d+%/);
+  r = await onTty(["cp", "pg1:/tmp/progress.bin", join(dir, "progress.back")]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout.toString(), /MiB/);
+  r = await onTty(["cp", small, "pg1:/tmp/small.txt"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.doesNotMatch(r.stdout.toString(), /MiB/);
+  r = await sbx(["cp", big, "pg1:/tmp/progress2.bin"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stderr, "");
+});
+
 test("cp copies a directory both ways: nested, empty directories too; symlinks are skipped", async () => {
   const tree = join(dir, "tree");
   mkdirSync(join(tree, "a", "b"), { recursive: true });

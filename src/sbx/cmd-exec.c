@@ -54,10 +54,10 @@ static int run(struct sbx_ctx *ctx, struct sbx_client *c, const char *name,
                 sbx_fail(ctx, name, r, &err);
                 return SBX_EXIT_EXEC_FAILED;
         }
-        // On a terminal, Ctrl-C is a byte for the remote one; otherwise a
-        // signal to sbx is passed on, and sbx waits for the process's end.
+        // A signal to sbx is passed on, and sbx waits for the process's end
+        // (on a terminal, as a hangup; Ctrl-C is a byte there, not a signal).
         struct sbx_forward *fwd = NULL;
-        if (!tty && (r = sbx_forward_start(c, name, p.id, &fwd)) < 0)
+        if ((r = sbx_forward_start(c, name, p.id, tty, &fwd)) < 0)
                 err = (struct sbx_err){0};
         struct sbx_pump *pump = NULL;
         if (r >= 0 && pump_stdin && (r = sbx_pump_start(c, name, p.id, tty, &pump)) < 0)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* sbx shell NAME [-- COMMAND...]: an interactive terminal. The local tty
  * goes raw (every key, Ctrl-C included, is the remote terminal's) and is
- * restored on every way out: the end, an error, a signal. */
+ * restored on every way out: the end, an error, a signal (which hangs the
+ * remote terminal up first, so the shell does not live on without it). */
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -26,6 +27,8 @@ static void restore(void)
         raw = false;
 }
 
+/* Until the command runs; then sbx_forward takes the signals (a hangup for
+ * the remote terminal) and sbx restores the tty at its end. */
 static void on_signal(int sig)
 {
         restore();

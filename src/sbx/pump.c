@@ -159,6 +159,7 @@ struct sbx_forward {
         struct sbx_client *c;
         const char *name;
         const char *id;
+        bool hangup; /* a terminal's: every signal is sent as HUP */
         pthread_t thread;
         sigset_t set;
 };
@@ -180,18 +181,19 @@ static void *forward_run(void *arg)
                                 struct sbx_err err = {0};
                                 // Best effort: a process that has just exited
                                 // needs no signal.
-                                sbx_signal(f->c, f->name, f->id, forwarded[i].name, &err);
+                                sbx_signal(f->c, f->name, f->id,
+                                           f->hangup ? "HUP" : forwarded[i].name, &err);
                         }
         }
 }
 
-int sbx_forward_start(struct sbx_client *c, const char *name, const char *id,
+int sbx_forward_start(struct sbx_client *c, const char *name, const char *id, bool hangup,
                       struct sbx_forward **ret)
 {
         struct sbx_forward *f = calloc(1, sizeof(*f));
         if (!f)
                 return -ENOMEM;
-        *f = (struct sbx_forward){.c = c, .name = name, .id = id};
+        *f = (struct sbx_forward){.c = c, .name = name, .id = id, .hangup = hangup};
         sigemptyset(&f->set);
         for (size_t i = 0; i < ARRAY_SIZE(forwarded); i++)
                 sigaddset(&f->set, forwarded[i].sig);

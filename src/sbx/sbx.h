@@ -98,9 +98,11 @@ int sbx_pump_start(struct sbx_client *c, const char *name, const char *id, bool 
 int sbx_pump_stop(struct sbx_pump *p, struct sbx_err *err);
 
 /* SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to sbx go to the process's
- * group (from a thread of its own, with sigwait) until stopped. */
+ * group (from a thread of its own, with sigwait) until stopped; with
+ * hangup (a terminal's process), each as SIGHUP: the terminal went away,
+ * and an interactive shell, which ignores TERM, ends on that. */
 struct sbx_forward;
-int sbx_forward_start(struct sbx_client *c, const char *name, const char *id,
+int sbx_forward_start(struct sbx_client *c, const char *name, const char *id, bool hangup,
                       struct sbx_forward **ret);
 void sbx_forward_stop(struct sbx_forward *f);
 

@@ -421,6 +421,12 @@ test("shell runs on a terminal: typed input, the window's size, the command's ex
     "expect:# ", "send:echo start; sleep 1000\\r", "expect:start\r\n", "send:\\x03", "expect:# ",
     "send:exit 3\\r"]);
   assert.equal(i.code, 3, `${i.stderr}\n${i.stdout}`);
+  // A signal to sbx hangs the remote terminal up: the shell ends (129, by
+  // SIGHUP), and nothing is left running in the sandbox.
+  const t = await run("python3", [PTY_DRIVE, SBX, "shell", "sh1", "::", "expect:# ", "kill:TERM"]);
+  assert.equal(t.code, 129, `${t.stderr}\n${t.stdout}`);
+  const ps = JSON.parse((await sbx(["ps", "sh1", "--json"])).stdout);
+  assert.deepEqual(ps.filter((x) => x.state === "running"), []);
   // An explicit command, its code passed through.
   const e = await run("python3", [PTY_DRIVE, SBX, "shell", "sh1", "--", "sh", "-c", "tty; exit 9", "::"]);
   assert.equal(e.code, 9, e.stderr);

@@ -4,12 +4,14 @@
     pty-drive.py CMD... :: STEP...
 
 Each STEP is `expect:TEXT` (read until TEXT appears in the output),
-`send:TEXT` (type TEXT; `\\r` and `\\x03` escapes work) or `size:ROWSxCOLS`
-(resize the terminal, which sends the command SIGWINCH). At the end the
+`send:TEXT` (type TEXT; `\\r` and `\\x03` escapes work), `size:ROWSxCOLS`
+(resize the terminal, which sends the command SIGWINCH) or `kill:SIG`
+(send the command a signal, e.g. `kill:TERM`). At the end the
 output is read to its end; the command's exit status is printed as
 `exit=N` on stderr, and this script exits with it. No step has a deadline
 here: the test runner bounds the whole run."""
 import os
+import signal
 import pty
 import struct
 import sys
@@ -47,6 +49,8 @@ def main():
             seen = seen[seen.index(want) + len(want):]
         elif kind == "send":
             os.write(fd, arg.encode().decode("unicode_escape").encode())
+        elif kind == "kill":
+            os.kill(pid, getattr(signal, "SIG" + arg))
         elif kind == "size":
             rows, cols = (int(v) for v in arg.split("x"))
             fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))

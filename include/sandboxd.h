@@ -10,7 +10,11 @@
  *   `code` is then "unreachable" (connection refused, reset, timed out;
  *   never retried), "bad_response" (the answer broke the contract: bad
  *   JSON, a missing field, an oversize body, a bad frame) or one of the
- *   client's own: "invalid_argument", "no_token", "no_server".
+ *   client's own: "no_token", "no_server", "io_error" (a local fd),
+ *   "cancelled" (a progress callback said stop), "no_memory", "internal".
+ *   A request the client refuses before sending it (a bad name, process
+ *   id or terminal size) is status 400 "invalid_argument", as the server
+ *   would answer it.
  * - Results are written to `ret` only on success; what they point at is
  *   owned by the caller and freed with the matching `sbx_*_clear()`.
  *

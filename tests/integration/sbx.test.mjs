@@ -68,8 +68,8 @@ function oneLineError(r, pattern) {
   assert.match(lines[0], pattern);
 }
 
-async function metrics() {
-  const text = await (await fetch(`${d.url}/metrics`)).text();
+async function metrics(dd = d) {
+  const text = await (await fetch(`${dd.url}/metrics`)).text();
   const get = (re) => Number(text.match(re)[1]);
   return {
     requests: get(/^sandboxd_http_requests_total (\d+)$/m),
@@ -433,26 +433,48 @@ test("shell runs on a terminal: typed input, the window's size, the command's ex
   assert.match(e.stdout.toString(), /\/dev\/pts\//);
 });
 
-test("a stale credential is re-attached once, and the call then works", async () => {
-  // libsandboxd-live: exec on client A (attach + exec), delete the sandbox
-  // through client B, wait for a line, then exec on A again.
-  const p = spawn(LIVE, ["stale", "st1"], { env: { ...process.env, SANDBOXD_TOKEN: token }, stdio: ["pipe", "pipe", "pipe"] });
+// Run libsandboxd-live MODE NAME against daemon dd: it calls, prints
+// "ready", waits for a line, calls again. The daemon's counters around the
+// second call (after `pause` ms) are returned.
+async function secondCall(dd, tok, mode, name, pause = 0) {
+  const p = spawn(LIVE, [mode, name], { env: { ...process.env, SANDBOXD_TOKEN: tok }, stdio: ["pipe", "pipe", "pipe"] });
   let out = "";
   let err = "";
   const closed = new Promise((res) => p.on("close", (code) => res(code)));
   p.stderr.on("data", (b) => (err += b));
-  await new Promise((res) => p.stdout.on("data", (b) => { out += b; if (out.includes("deleted\n")) res(); }));
-  // The first exec and the delete are done once the helper waits for its line.
-  const before = await metrics();
+  const ready = new Promise((res) => p.stdout.on("data", (b) => { out += b; if (out.includes("ready\n")) res(); }));
+  await Promise.race([ready, closed]);
+  if (pause) await new Promise((r) => setTimeout(r, pause));
+  const before = await metrics(dd);
   p.stdin.end("\n");
   const code = await closed;
-  const afterM = await metrics();
+  const afterM = await metrics(dd);
   assert.equal(code, 0, `${out}\n${err}`);
   assert.match(out, /exec two: 0 two/);
-  // The stale call (401 credential_stale), one attach, the retry, and the
-  // metrics request itself: nothing more.
-  assert.equal(afterM.client4xx - before.client4xx, 1);
-  assert.equal(afterM.requests - before.requests, 4);
+  return { requests: afterM.requests - before.requests, client4xx: afterM.client4xx - before.client4xx };
+}
+
+test("a stale credential is re-attached once, and the call then works", async () => {
+  // The first exec, then a delete through a second client: the first
+  // client's credential is stale. Its next call: the 401, one attach, the
+  // retry, and the metrics request itself; nothing more.
+  const n = await secondCall(d, token, "stale", "st1");
+  assert.deepEqual(n, { requests: 4, client4xx: 1 });
+});
+
+test("a credential is refreshed before it expires, not after a 401", async () => {
+  const short = await new Daemon({ images, args: ["--credential-ttl", "3s"] }).start();
+  try {
+    // Past the whole lifetime: the call attaches first, then runs (and the
+    // metrics request): no 401 on the way.
+    const n = await secondCall(short, new Client(short).tok, "again", "rf1", 3500);
+    assert.deepEqual(n, { requests: 3, client4xx: 0 });
+    // Within it, the cached credential serves: the call alone.
+    const m = await secondCall(short, new Client(short).tok, "again", "rf1");
+    assert.deepEqual(m, { requests: 2, client4xx: 0 });
+  } finally {
+    await short.destroy();
+  }
 });
 
 test("one libsandboxd client shared by threads: their first calls share one attach", async () => {

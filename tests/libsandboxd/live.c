@@ -5,6 +5,8 @@
  *   libsandboxd-live stale NAME      exec on one client; delete the sandbox
  *                                    through a second; exec again on the
  *                                    first (its credential is now stale)
+ *   libsandboxd-live again NAME      exec; wait for a line; exec again (the
+ *                                    test lets the credential expire meanwhile)
  *   libsandboxd-live threads NAME N  N threads exec on one client at once
  *   libsandboxd-live stdin NAME      exec with stdin: 3 MiB through `cat`
  *                                    (1 MiB kept, truncated), `wc -c`, and
@@ -13,6 +15,7 @@
  * The token comes from $SANDBOXD_TOKEN. Prints one line per exec
  * ("exec N: EXIT STDOUT") and exits 0 when every call worked. */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +39,9 @@ static int echo(struct sbx_client *c, const char *name, const char *word)
         return ok;
 }
 
-static int stale(const char *name)
+/* exec; with delete, delete the sandbox through a second client; wait for
+ * a line on stdin; exec again on the first client. */
+static int twice(const char *name, bool delete)
 {
         struct sbx_client *a = NULL, *b = NULL;
         struct sbx_err err = {0};
@@ -46,15 +51,15 @@ static int stale(const char *name)
                 return 1;
         }
         int rc = echo(a, name, "one") < 0;
-        if (!rc && sbx_delete(b, name, &err) < 0) {
+        if (!rc && delete &&sbx_delete(b, name, &err) < 0) {
                 fprintf(stderr, "delete: %d %s: %s\n", err.status, err.code, err.message);
                 rc = 1;
         }
         if (!rc)
-                printf("deleted\n");
+                printf("ready\n");
         fflush(stdout);
         // The test reads the daemon's request counters here (a line or the
-        // end of stdin says it has): what follows is the stale call alone.
+        // end of stdin says it has): what follows is the second call alone.
         for (int ch = 0; !rc && ch != EOF && ch != '\n';)
                 ch = getchar();
         if (!rc)
@@ -152,9 +157,11 @@ int main(int argc, char **argv)
         if (argc == 3 && !strcmp(argv[1], "stdin"))
                 return with_stdin(argv[2]);
         if (argc == 3 && !strcmp(argv[1], "stale"))
-                return stale(argv[2]);
+                return twice(argv[2], true);
+        if (argc == 3 && !strcmp(argv[1], "again"))
+                return twice(argv[2], false);
         if (argc == 4 && !strcmp(argv[1], "threads"))
                 return threads(argv[2], (int)strtol(argv[3], NULL, 10));
-        fprintf(stderr, "usage: libsandboxd-live stale NAME | threads NAME N | stdin NAME\n");
+        fprintf(stderr, "usage: libsandboxd-live stale|again NAME | threads NAME N | stdin NAME\n");
         return 2;
 }

@@ -12,8 +12,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-mapfile -t SOURCES < <(git ls-files 'src/*.c' 'src/*.h' 'tests/*.c' 'tests/*.h')
-mapfile -t UNITS < <(git ls-files 'src/*.c')
+mapfile -t SOURCES < <(git ls-files 'src/*.c' 'src/*.h' 'lib/*.c' 'lib/*.h' 'include/*.h' \
+        'tests/*.c' 'tests/*.h')
+mapfile -t UNITS < <(git ls-files 'src/*.c' 'lib/*.c')
 JOBS=$(nproc 2>/dev/null || echo 2)
 failed=()
 
@@ -42,8 +43,8 @@ check_cppcheck() {
         # (_cleanup_free_, _cleanup_close_ in common/util.h), so every
         # early return past one looks like a leak to it.
         cppcheck -q --std=c11 --enable=warning,portability,performance --inline-suppr \
-                -D_GNU_SOURCE -I src --suppress=memleak --suppress=resourceLeak \
-                --suppress=missingIncludeSystem --error-exitcode=1 -j "$JOBS" src 2>&1
+                -D_GNU_SOURCE -I src -I include --suppress=memleak --suppress=resourceLeak \
+                --suppress=missingIncludeSystem --error-exitcode=1 -j "$JOBS" src lib 2>&1
 }
 
 # name -> what to use instead
@@ -72,7 +73,7 @@ readdir_r:readdir'
 check_banned() {
         local bad=0 name why hits
         while IFS=: read -r name why; do
-                hits=$(git grep -nE "(^|[^A-Za-z0-9_.>])${name}[[:space:]]*\(" -- 'src/*.c' 'src/*.h' |
+                hits=$(git grep -nE "(^|[^A-Za-z0-9_.>])${name}[[:space:]]*\(" -- 'src/*.c' 'src/*.h' 'lib/*.c' 'lib/*.h' |
                         grep -vE "^[^:]+:[0-9]+:[[:space:]]*(/?\*|//)")
                 if [ -n "$hits" ]; then
                         echo "$hits" | sed "s/\$/   <- $name: use $why/"

@@ -42,7 +42,7 @@ for b in build build-asan; do
         [ $rc -ne 0 ] && echo "$out" | tail -40
 done
 
-for target in jwt agent path init exec config recipe; do
+for target in jwt agent path init exec config recipe client; do
         secs=${FUZZ_SECONDS:-15}
         echo "== fuzz: $target, $secs s"
         flog=$(mktemp)
@@ -75,7 +75,7 @@ mapfile -t files < <(ls tests/integration/*.test.mjs clients/typescript/test/*.t
 # once per sandbox class; the contract and the adapters' tests do not
 # depend on the class and run once.
 mapfile -t class_files < <(ls tests/integration/*.test.mjs clients/typescript/test/*.test.mjs 2>/dev/null \
-        | grep -vE '/(contract|contract-types|doc-examples|service)\.test\.mjs$')
+        | grep -vE '/(contract|contract-types|doc-examples|service|sbx)\.test\.mjs$')
 # Each file starts its own daemons with their own state, ranges and tables:
 # two run at once.
 run_suite() {

@@ -9,11 +9,12 @@
 #   exec   the exec/spawn body parser, and the command's trip to sandbox-init
 #   config the config file parser
 #   recipe the image recipe parser (image build -f)
+#   client libsandboxd's parsing of a server's answers (frames, records, token)
 # The corpus starts from the seeds below and grows in a temporary
 # directory; crash inputs are written to the current directory.
 set -eu
 
-targets="jwt agent path init exec config recipe"
+targets="jwt agent path init exec config recipe client"
 secs=${1:-30}
 target=${2:-jwt}
 usage() { echo "usage: $0 [seconds] [$(echo $targets | tr ' ' '|')]" >&2; exit 2; }
@@ -80,6 +81,16 @@ recipe)
                 >"$c/recipe"
         printf 'FROM @mmdebstrap bookworm git,curl\nWORKDIR /workspace\n' >"$c/base"
         max_len=8192
+        ;;
+client)
+        # Mode 0: a stream (start, stdout "hi", exit); 1: a record; 2: a token.
+        printf '\000\007\001\000\000\000\000\000\000Q\000\000\000\000\000\000\000\000{"processId":"p","command":["x"],"state":"running","stdoutFrom":0,"stderrFrom":0}\002\000\000\000\000\000\000\002\000\000\000\000\000\000\000\000hi\004\000\000\000\000\000\000\002\000\000\000\000\000\000\000\000{}' \
+                >"$c/stream"
+        printf '\001{"processId":"p1","command":["sh"],"state":"exited","exitCode":0,"stdout":"a","stderr":"","stdoutNext":1,"stderrNext":0,"stdoutDropped":0,"stderrDropped":0}' \
+                >"$c/output"
+        printf '\002e30.eyJpc3MiOiJodHRwOi8vMTI3LjAuMC4xOjcwNzAifQ.s' >"$c/token"
+        printf '\003{"headers":{"Authorization":"Bearer x"}}' >"$c/headers"
+        max_len=65536
         ;;
 config)
         printf '# a comment\nlisten = 127.0.0.1:7070\nnetwork = "none"\nidle_timeout = 90s\nmemory_limit = 1G\npool_size = 0\nuid_base = auto\n' \

@@ -3,16 +3,8 @@
 # installs what is missing, builds and installs sandboxd, builds the
 # default image if absent, prints an identity token and a ready-to-paste
 # example, and runs sandboxd in the foreground on 127.0.0.1:7070.
-# With --service it installs and starts the systemd unit instead
-# (dist/systemd/sandboxd.service; settings in <state>/sandboxd.conf).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SERVICE=0
-case "${1:-}" in
---service) SERVICE=1 ;;
-"") ;;
-*) echo "usage: $0 [--service]" >&2; exit 2 ;;
-esac
 ./scripts/setup.sh
 
 STATE=${SANDBOXD_STATE:-/var/lib/sandboxd}
@@ -30,7 +22,7 @@ fi
 TOKEN=$(sandboxd token --state "$STATE" --url "$URL" --deployment demo --account demo --ttl 24h)
 cat <<EOT
 
-sandboxd is starting on $URL (state in $STATE$([ "$SERVICE" = 1 ] && echo ", as the systemd service sandboxd")).
+sandboxd is starting on $URL (state in $STATE).
 
 Identity token (deployment "demo", account "demo", valid 24 h):
 
@@ -44,19 +36,4 @@ Try it from another shell:
        $URL/v1/sandboxes/thread-42/exec
 
 EOT
-if [ "$SERVICE" = 1 ]; then
-        if [ ! -d /run/systemd/system ]; then
-                echo "up: systemd is not running here; the unit is installed as" \
-                        "/usr/local/lib/systemd/system/sandboxd.service for a host where it is" >&2
-                exit 1
-        fi
-        if [ "$LISTEN" != 127.0.0.1:7070 ] || [ "$STATE" != /var/lib/sandboxd ]; then
-                echo "up: the service serves the defaults (127.0.0.1:7070, /var/lib/sandboxd);" \
-                        "other settings go in $STATE/sandboxd.conf" >&2
-        fi
-        systemctl daemon-reload
-        systemctl enable --now sandboxd
-        systemctl --no-pager --lines=0 status sandboxd
-        exit 0
-fi
 exec sandboxd serve --state "$STATE" --listen "$LISTEN" --url "$URL"

@@ -223,6 +223,9 @@ static int serve_settings(struct serve *sv, int argc, char **argv)
         }
         free(args);
         log_set_level(parse_level(sv->s.log_level));
+        log_set_format(!strcmp(sv->s.log_format, "json")     ? LOG_FORMAT_JSON
+                       : !strcmp(sv->s.log_format, "logfmt") ? LOG_FORMAT_LOGFMT
+                                                             : LOG_FORMAT_TEXT);
         return code;
 }
 

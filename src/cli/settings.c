@@ -88,6 +88,10 @@ static const struct option_def defs[] = {
     STR("images", images, SET_COMMON, NULL, "images directory (default <state>/images)"),
     ENUM("log_level", log_level, SET_COMMON, "info", "how much the daemon logs", "debug", "info",
          "warn", "error"),
+    ENUM("log_format", log_format, SET_COMMON, "text",
+         "log lines: text (time level message), logfmt (ts= level= msg=), or json (an object "
+         "per line)",
+         "text", "logfmt", "json"),
     STR("listen", listen, SET_URL, "127.0.0.1:7070", "address and port to serve on"),
     STR("url", url, SET_URL, NULL,
         "public base URL, the identity tokens' iss (default http://<listen>)"),

@@ -19,6 +19,7 @@ struct settings {
         char *gvisor_platform;   /* "auto", "systrap" or "ptrace" */
         char *init_path;         /* sandbox-init binary */
         char *log_level;         /* debug, info, warn or error */
+        char *log_format;        /* text, logfmt or json */
         char *hs256_secret_file; /* external issuer: HS256 shared secret */
         char *public_keys;       /* external issuer: comma-separated PEM files */
         char *network;           /* "nat" or "none" */

@@ -23,8 +23,10 @@ const keys = (text) => {
 test("systemd's checker takes the unit; it keeps sandboxes across a stop", { skip: !existsSync(UNIT) && "no unit in the build dir" }, () => {
   const text = readFileSync(UNIT, "utf8");
   const k = keys(text);
-  assert.match(k.ExecStart, /^\/\S+\/sandboxd serve --state \/var\/lib\/sandboxd$/);
+  assert.match(k.ExecStart, /^\/\S+\/sandboxd serve --state \/var\/lib\/sandboxd --log-format logfmt$/);
   assert.equal(k.KillMode, "process");
+  assert.equal(k.Delegate, "yes");
+  assert.equal(k.NoNewPrivileges, "yes");
   assert.equal(k.Restart, "on-failure");
   assert.equal(k.ExecReload, "/bin/kill -HUP $MAINPID");
   assert.equal(k.WantedBy, "multi-user.target");
@@ -61,9 +63,12 @@ test("the unit's ExecStart serves; ExecReload's SIGHUP keeps it serving; a stop 
     "--pool-size", "0"];
   const d = new Daemon({ state });
   d.port = port;
+  // NoNewPrivileges=yes, as the unit sets it (setpriv, from util-linux).
+  const nnp = k.NoNewPrivileges === "yes";
   const start = async () => {
     d.log = "";
-    d.proc = spawn(BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
+    d.proc = nnp ? spawn("setpriv", ["--no-new-privs", BIN, ...args], { stdio: ["ignore", "pipe", "pipe"] })
+      : spawn(BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
     d.proc.stderr.on("data", (b) => { d.log += b; });
     d.proc.stdout.on("data", (b) => { d.log += b; });
     d.exited = new Promise((r) => d.proc.on("exit", (code, sig) => r({ code, sig })));
@@ -71,6 +76,10 @@ test("the unit's ExecStart serves; ExecReload's SIGHUP keeps it serving; a stop 
   };
   try {
     await start();
+    assert.equal(readFileSync(`/proc/${d.proc.pid}/status`, "utf8").match(/^NoNewPrivs:\s+(\d)/m)[1],
+      nnp ? "1" : "0");
+    // logfmt, as the unit asks.
+    for (const line of d.log.split("\n").filter(Boolean)) assert.match(line, /^ts=\S+ level=\w+ msg="/, line);
     const c = new Client(d);
     assert.equal((await c.sh("svc", "echo up")).stdout, "up\n");
     // ExecReload: SIGHUP loads the keys again, and the daemon serves on.

@@ -148,6 +148,15 @@ test("an OCI layout dir, a tar of it and a docker-archive import and run", async
   for (const n of ["imp-oci", "imp-ocitar", "imp-docker"]) await checkImage(n);
 });
 
+test("zstd-compressed layers import like gzip'd and plain ones", async () => {
+  const dir = join(tmp, "oci-zstd");
+  const oci = writeOciLayout(dir, layers(), { config: CONFIG, zstd: [true, true, false] });
+  const manifest = JSON.parse(readFileSync(oci.blob(oci.manifest)));
+  assert.equal(manifest.layers[0].mediaType, "application/vnd.oci.image.layer.v1.tar+zstd");
+  importOk("imp-zstd", dir);
+  await checkImage("imp-zstd");
+});
+
 test("images are listed by the API; image rm refuses one a sandbox uses, naming it", async () => {
   const dir = join(tmp, "oci-rm");
   writeOciLayout(dir, layers(), { config: CONFIG });

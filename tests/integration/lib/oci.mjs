@@ -4,6 +4,7 @@
 // package: what `sandboxd image import` reads, byte by byte.
 import { createHash } from "node:crypto";
 import { gzipSync } from "node:zlib";
+import { execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync, readFileSync, readdirSync, lstatSync } from "node:fs";
 import { join, relative } from "node:path";
 
@@ -101,9 +102,10 @@ export function imageConfig(diffIds, config = {}) {
   };
 }
 
-// An OCI image layout in dir. layers: tar buffers; gzip: which to gzip.
-// Returns digests and a put(hex, bytes) to overwrite a blob.
-export function writeOciLayout(dir, layers, { config = {}, gzip = [] } = {}) {
+// An OCI image layout in dir. layers: tar buffers; gzip, zstd: which to
+// compress so (zstd with the zstd command). Returns digests and a
+// put(hex, bytes) to overwrite a blob.
+export function writeOciLayout(dir, layers, { config = {}, gzip = [], zstd = [] } = {}) {
   const blobs = join(dir, "blobs", "sha256");
   mkdirSync(blobs, { recursive: true });
   const put = (bytes) => {
@@ -113,10 +115,10 @@ export function writeOciLayout(dir, layers, { config = {}, gzip = [] } = {}) {
   };
   const diffIds = layers.map((l) => sha256(l));
   const layerDescs = layers.map((l, i) => {
-    const z = gzip[i] ? gzipSync(l) : l;
+    const z = gzip[i] ? gzipSync(l) : zstd[i] ? execFileSync("zstd", ["-q", "-c"], { input: l, maxBuffer: 1 << 30 }) : l;
     const { hex, size } = put(z);
     return {
-      mediaType: `application/vnd.oci.image.layer.v1.tar${gzip[i] ? "+gzip" : ""}`,
+      mediaType: `application/vnd.oci.image.layer.v1.tar${gzip[i] ? "+gzip" : zstd[i] ? "+zstd" : ""}`,
       digest: `sha256:${hex}`,
       size,
     };

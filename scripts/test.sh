@@ -42,18 +42,38 @@ for b in build build-asan; do
         [ $rc -ne 0 ] && echo "$out" | tail -40
 done
 
-for target in jwt agent path init exec config recipe client; do
-        secs=${FUZZ_SECONDS:-15}
-        echo "== fuzz: $target, $secs s"
-        flog=$(mktemp)
-        if tests/fuzz/run.sh "$secs" "$target" >"$flog" 2>&1; then
-                grep -E "^Done|runs in" "$flog" | tail -1
-                count 1 0
-        else
-                tail -60 "$flog"
-                count 0 1
-        fi
-        rm -f "$flog"
+# Every fuzz target, built once, then run two at a time (a core each).
+fuzz_targets=(jwt agent path init exec config recipe client)
+secs=${FUZZ_SECONDS:-15}
+if ! blog=$(tests/fuzz/run.sh build 2>&1); then
+        echo "== fuzz: the build failed"; echo "$blog" | tail -40
+        count 0 ${#fuzz_targets[@]}
+        fuzz_targets=()
+fi
+fuzz_one() {
+        if FUZZ_PREBUILT=1 tests/fuzz/run.sh "$secs" "$1" >"$2" 2>&1; then echo ok >>"$2.rc"; else echo bad >>"$2.rc"; fi
+}
+for ((i = 0; i < ${#fuzz_targets[@]}; i += 2)); do
+        pair=("${fuzz_targets[@]:i:2}")
+        logs=()
+        for target in "${pair[@]}"; do
+                flog=$(mktemp)
+                logs+=("$flog")
+                fuzz_one "$target" "$flog" &
+        done
+        wait
+        for j in "${!pair[@]}"; do
+                flog=${logs[j]}
+                echo "== fuzz: ${pair[j]}, $secs s"
+                if grep -qx ok "$flog.rc" 2>/dev/null; then
+                        grep -E "^Done|runs in" "$flog" | tail -1
+                        count 1 0
+                else
+                        tail -60 "$flog"
+                        count 0 1
+                fi
+                rm -f "$flog" "$flog.rc"
+        done
 done
 
 echo "== integration tests: npm dependencies and the SDK build"

@@ -15,21 +15,32 @@
 set -eu
 
 targets="jwt agent path init exec config recipe client"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${FUZZ_BUILD:-$root/build-fuzz}
+setup() {
+        if [ ! -f "$build/build.ninja" ]; then
+                CC=${CC_FUZZ:-clang} meson setup "$build" "$root" -Dfuzz=true \
+                        -Db_sanitize=address,undefined -Db_lundef=false -Doptimization=1 >/dev/null
+        fi
+}
+# `run.sh build`: build every target, so that runs may go side by side
+# (FUZZ_PREBUILT=1 then skips the build of each).
+if [ "${1:-}" = build ]; then
+        setup
+        exec ninja -C "$build" $(for t in $targets; do printf 'tests/fuzz/fuzz-%s ' "$t"; done)
+fi
 secs=${1:-30}
 target=${2:-jwt}
-usage() { echo "usage: $0 [seconds] [$(echo $targets | tr ' ' '|')]" >&2; exit 2; }
+usage() { echo "usage: $0 [seconds] [$(echo $targets | tr ' ' '|')] | $0 build" >&2; exit 2; }
 case $secs in ''|*[!0-9]*) usage ;; esac
 case " $targets " in *" $target "*) ;; *) usage ;; esac
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${FUZZ_BUILD:-$root/build-fuzz}
-if [ ! -f "$build/build.ninja" ]; then
-        CC=${CC_FUZZ:-clang} meson setup "$build" "$root" -Dfuzz=true \
-                -Db_sanitize=address,undefined -Db_lundef=false -Doptimization=1 >/dev/null
-fi
-if ! out=$(ninja -C "$build" "tests/fuzz/fuzz-$target" 2>&1); then
-        echo "$out" >&2
-        exit 1
+if [ -z "${FUZZ_PREBUILT:-}" ]; then
+        setup
+        if ! out=$(ninja -C "$build" "tests/fuzz/fuzz-$target" 2>&1); then
+                echo "$out" >&2
+                exit 1
+        fi
 fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sandboxd-fuzz.XXXXXX")

@@ -583,3 +583,26 @@ int build_daemon_run(struct build_daemon *d, const struct build_run *r, int *ret
         json_decref(j);
         return ret;
 }
+
+bool build_running(const char *images_dir)
+{
+        DIR *dir = opendir(images_dir);
+        if (!dir)
+                return false;
+        bool running = false;
+        struct dirent *de;
+        while (!running && (de = readdir(dir))) {
+                if (strncmp(de->d_name, BUILD_STATE_PREFIX, strlen(BUILD_STATE_PREFIX)))
+                        continue;
+                char p[PATH_MAX];
+                if (path_printf(p, sizeof(p), "%s/%s/lock", images_dir, de->d_name) < 0)
+                        continue;
+                int fd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+                if (fd < 0)
+                        continue;
+                running = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+                close(fd);
+        }
+        closedir(dir);
+        return running;
+}

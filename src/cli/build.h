@@ -52,6 +52,9 @@ int build_daemon_run(struct build_daemon *d, const struct build_run *r, int *ret
  * then the dir goes. */
 void build_sweep(const char *images_dir);
 
+/* Whether a build runs on images_dir now (its state dir's lock is held). */
+bool build_running(const char *images_dir);
+
 /* Set by SIGINT / SIGTERM during a build: the step in progress stops. */
 extern volatile int build_interrupted;
 

@@ -604,3 +604,33 @@ out:
         settings_free(&s);
         return ret;
 }
+
+int image_prune(const char *images)
+{
+        char cache[PATH_MAX];
+        if (path_join(cache, sizeof(cache), images, BUILD_CACHE_DIR) < 0)
+                return 1;
+        build_sweep(images);
+        if (build_running(images)) {
+                fprintf(stderr, "sandboxd image: a build is running on %s: prune after it\n",
+                        images);
+                return 1;
+        }
+        struct rt_image_info *v = NULL;
+        size_t n = 0, gone = 0;
+        struct sbx_error err = {0};
+        if (access(cache, F_OK) < 0) {
+                printf("the build cache is empty\n");
+                return 0;
+        }
+        if (rt_image_list(cache, &v, &n, &err) < 0) {
+                fprintf(stderr, "sandboxd image: %s\n", err.msg);
+                return 1;
+        }
+        for (size_t i = 0; i < n; i++)
+                gone += rt_image_remove(cache, v[i].name, &err) == 0;
+        free(v);
+        rt_image_sweep(cache);
+        printf("removed %zu cached build step%s\n", gone, gone == 1 ? "" : "s");
+        return gone == n ? 0 : 1;
+}

@@ -118,7 +118,8 @@ int cmd_image(int argc, char **argv)
         for (int i = 0; i < argc; i++)
                 if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
                         printf(
-                            "usage: sandboxd image list | sandboxd image rm NAME\n"
+                            "usage: sandboxd image list | sandboxd image rm NAME | sandboxd image "
+                            "prune\n"
                             "       sandboxd image build NAME [-f RECIPE] (see image build "
                             "--help)\n"
                             "       sandboxd image import NAME FILE (see image import --help)\n"
@@ -127,7 +128,8 @@ int cmd_image(int argc, char **argv)
                             "(Debian 12 with python3, nodejs, npm, git, curl, ca-certificates,\n"
                             "procps, vim-tiny) and tiny (busybox). `image build NAME` builds one\n"
                             "that is missing or was built from an older recipe (RECIPE `older`\n"
-                            "in the list).\n");
+                            "in the list). `image prune` empties the build cache (the steps a\n"
+                            "rebuild would reuse).\n");
                         settings_usage(0);
                         return 0;
                 }
@@ -139,12 +141,15 @@ int cmd_image(int argc, char **argv)
         int ret = 2;
         if (args[0] && !strcmp(args[0], "list") && !args[1]) {
                 ret = image_list(&s);
+        } else if (args[0] && !strcmp(args[0], "prune") && !args[1]) {
+                ret = image_prune(s.images);
         } else if (args[0] && !strcmp(args[0], "rm") && args[1] && !args[2]) {
                 ret = image_rm(&s, args[1]);
         } else {
                 fprintf(stderr,
                         "usage: sandboxd image build NAME [-f RECIPE] | sandboxd image list |\n"
-                        "       sandboxd image rm NAME | sandboxd image recipe tiny|debian |\n"
+                        "       sandboxd image rm NAME | sandboxd image prune |\n"
+                        "       sandboxd image recipe tiny|debian |\n"
                         "       sandboxd image import NAME FILE [--force] [--no-setuid]\n");
         }
         free(args);

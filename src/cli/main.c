@@ -13,7 +13,8 @@ static const struct verb {
 } verbs[] = {
     {"serve", cmd_serve, "run the daemon in the foreground"},
     {"token", cmd_token, "print an identity token for a deployment and account"},
-    {"image", cmd_image, "build, import, list or remove images (image build|import|list|rm|recipe)"},
+    {"image", cmd_image,
+     "build, import, list or remove images (image build|import|list|rm|recipe)"},
     {"account", cmd_account, "enable, disable or list accounts"},
     {"key", cmd_key, "list, rotate or remove identity-token signing keys"},
 };

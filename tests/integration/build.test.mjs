@@ -249,3 +249,23 @@ test("the shipped images are recipes: printed by `image recipe`, built from them
   assert.equal(unknown.status, 1);
   assert.match(unknown.stderr, /not an image sandboxd ships/);
 });
+
+test("image prune empties the build cache, refused while a build runs", async () => {
+  const marker = `m${randomBytes(6).toString("hex")}`;
+  const { p, exited } = await startSlow("pruned", marker);
+  const busy = spawnSync(BIN, ["image", "prune", "--images", images], { encoding: "utf8" });
+  assert.equal(busy.status, 1);
+  assert.match(busy.stderr, /a build is running/);
+  p.kill("SIGINT");
+  await exited;
+  assert.ok(readdirSync(join(images, ".cache")).length > 0);
+  const r = spawnSync(BIN, ["image", "prune", "--images", images], { encoding: "utf8" });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /removed [1-9]\d* cached build steps?/);
+  assert.deepEqual(readdirSync(join(images, ".cache")), []);
+  // The images stay, whole; the next build runs every step.
+  await attachFrom("after-prune", "app");
+  assert.equal(await out("after-prune", "cat /app/made.txt"), "hello world from /app at 3\n");
+  const again = build("app-2", "FROM tiny\nRUN echo x > /x\n");
+  assert.match(again.out, /\(2 steps run, 0 cached\)/, again.out);
+});

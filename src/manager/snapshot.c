@@ -10,10 +10,14 @@
 #include "../common/log.h"
 #include "../common/names.h"
 
+/* What a snapshot's freeze checks and holds: the first pass runs with the
+ * sandbox unlocked (its calls go on), the freeze takes sb->lock again and
+ * holds it through the second pass to the thaw. */
 struct freezer {
         struct manager *m;
-        struct rt_spec *spec;
         struct sandbox *sb;
+        struct rt_spec spec;
+        pid_t init_pid; /* the incarnation the first pass read */
         struct sbx_error thaw_err;
         bool thaw_failed;
 };
@@ -21,40 +25,70 @@ struct freezer {
 static int freeze_hook(void *ctx, struct sbx_error *err)
 {
         struct freezer *f = ctx;
-        return rt_freeze(f->m->rt, f->spec, err);
+        struct sandbox *sb = f->sb;
+        pthread_mutex_lock(&sb->lock);
+        int r = 0;
+        if (atomic_load(&sb->gone))
+                r = sbx_error_say(err, ENOENT, "the sandbox was deleted during the snapshot");
+        else if (sb->rec.state != SBX_RUNNING || sb->init_pid != f->init_pid)
+                r = sbx_error_say(err, EAGAIN,
+                                  "the sandbox stopped during the snapshot: take it again");
+        if (r == 0)
+                r = rt_freeze(f->m->rt, &f->spec, err);
+        if (r < 0)
+                pthread_mutex_unlock(&sb->lock);
+        return r;
 }
 
 static void thaw_hook(void *ctx)
 {
         struct freezer *f = ctx;
-        if (rt_thaw(f->m->rt, f->spec, &f->thaw_err) < 0) {
+        if (rt_thaw(f->m->rt, &f->spec, &f->thaw_err) < 0) {
                 /* Frozen for good is worse than a failed snapshot: say it. */
                 log_error("sandbox %s: thaw after a snapshot: %s", f->sb->rec.name,
                           f->thaw_err.msg);
                 f->thaw_failed = true;
         }
+        sandbox_touch_locked(f->m, f->sb);
+        pthread_mutex_unlock(&f->sb->lock);
 }
 
-/* The files are copied while the sandbox runs, then again, frozen, what
- * changed meanwhile (rt_image_snapshot's two passes): the freeze lasts
- * what the sandbox changed during the copy, not the copy. */
-static int snapshot_locked(struct manager *m, struct sandbox *sb, const char *image, bool ephemeral,
-                           struct mgr_snapshot_info *ret, struct sbx_error *err)
+/* The files are copied while the sandbox runs (and while other calls to it
+ * go on), then again, frozen, what changed meanwhile (rt_image_snapshot's
+ * two passes): the freeze lasts what the sandbox changed during the copy,
+ * not the copy. */
+static int snapshot(struct manager *m, struct sandbox *sb, const char *image, bool ephemeral,
+                    struct mgr_snapshot_info *ret, struct sbx_error *err)
 {
-        struct rt_spec spec;
+        if (!image_name_is_valid(image))
+                return sbx_error_say(err, EINVAL, "image: not a valid image name"), -EINVAL;
+        struct freezer f = {.m = m, .sb = sb};
         int fd = -1;
-        sandbox_spec(m, sb, NULL, &spec);
+        pthread_mutex_lock(&sb->lock);
+        int r = atomic_load(&sb->gone) ? -ENOENT : 0;
+        if (r == 0)
+                r = sandbox_ensure_running_locked(m, sb, "snapshot", err);
         /* The root handle first: an agent that gives it cannot answer
          * frozen. */
-        int r = mgr_root(m, sb, &fd, err);
+        if (r == 0)
+                r = mgr_root(m, sb, &fd, err);
+        if (r == 0) {
+                sandbox_spec(m, sb, NULL, &f.spec);
+                f.init_pid = sb->init_pid;
+                sandbox_touch_locked(m, sb);
+        }
+        const char *base = sb->rec.image;
+        char base_copy[sizeof(sb->rec.image)];
+        snprintf(base_copy, sizeof(base_copy), "%s", base);
+        uint32_t shift = r == 0 ? mgr_sandbox_root_uid(m, sb) : 0;
+        pthread_mutex_unlock(&sb->lock);
         if (r < 0)
                 return r;
         int64_t t0 = mono_ms();
-        struct freezer f = {.m = m, .spec = &spec, .sb = sb};
         struct rt_snapshot_hooks hooks = {.freeze = freeze_hook, .thaw = thaw_hook, .ctx = &f};
         struct rt_snapshot_stats st = {0};
-        r = rt_image_snapshot(m->images_dir, image, sb->rec.image, fd, mgr_sandbox_root_uid(m, sb),
-                              ephemeral, &hooks, &st, err);
+        r = rt_image_snapshot(m->images_dir, image, base_copy, fd, shift, ephemeral, &hooks, &st,
+                              err);
         if (r >= 0 && f.thaw_failed)
                 r = sbx_error_set(err, f.thaw_err.code ? f.thaw_err.code : EIO, "%s",
                                   f.thaw_err.msg);
@@ -75,23 +109,6 @@ static int snapshot_locked(struct manager *m, struct sandbox *sb, const char *im
                  (unsigned long long)st.linked_files, (unsigned long long)st.copied_bytes,
                  (unsigned long long)st.frozen_ms, (long long)(mono_ms() - t0));
         return 0;
-}
-
-static int snapshot(struct manager *m, struct sandbox *sb, const char *image, bool ephemeral,
-                    struct mgr_snapshot_info *ret, struct sbx_error *err)
-{
-        if (!image_name_is_valid(image))
-                return sbx_error_say(err, EINVAL, "image: not a valid image name"), -EINVAL;
-        pthread_mutex_lock(&sb->lock);
-        int r = atomic_load(&sb->gone) ? -ENOENT : 0;
-        if (r == 0)
-                r = sandbox_ensure_running_locked(m, sb, "snapshot", err);
-        if (r == 0)
-                r = snapshot_locked(m, sb, image, ephemeral, ret, err);
-        if (r == 0)
-                sandbox_touch_locked(m, sb);
-        pthread_mutex_unlock(&sb->lock);
-        return r;
 }
 
 int mgr_snapshot(struct manager *m, struct sandbox *sb, const char *image,

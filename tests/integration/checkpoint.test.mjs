@@ -91,7 +91,8 @@ test("after a host reboot the sandbox resumes exactly its checkpoint, files incl
 
 test("keepRunning false stops it; the next call restores it", { skip: !GVISOR && `class ${CLASS} cannot checkpoint` }, async () => {
   await c.spawn("park", ["/bin/sh", "-c", COUNT]);
-  await c.sh("park", "sleep 0.4");
+  // Counting before the checkpoint (a loaded host starts it late).
+  await until(async () => (await count("park")) > 3);
   const r = await c.data("park", "POST", "/checkpoint", { keepRunning: false });
   assert.equal(r.status, 200);
   assert.equal(r.body.running, false);
@@ -104,7 +105,8 @@ test("keepRunning false stops it; the next call restores it", { skip: !GVISOR &&
 test("a fork starts from the checkpoint with its own name, files and randomness", { skip: !GVISOR && `class ${CLASS} cannot checkpoint` }, async () => {
   assert.equal((await c.data("parent", "POST", "/fork", { name: "orphan" })).body.error.code, "no_checkpoint");
   await c.spawn("parent", ["/bin/sh", "-c", COUNT]);
-  await c.sh("parent", "echo parent > /workspace/who; sleep 0.4");
+  await c.sh("parent", "echo parent > /workspace/who");
+  await until(async () => (await count("parent")) > 3);
   assert.equal((await c.data("parent", "POST", "/checkpoint", {})).status, 200);
   const f = await c.data("parent", "POST", "/fork", { name: "child" });
   assert.equal(f.status, 200, JSON.stringify(f.body));

@@ -117,7 +117,15 @@ test("a snapshot taken while files are renamed and rewritten holds one moment ac
     "cd /workspace/r && i=0; while [ $i -lt 1000000 ]; do for d in d1 d2 d3; do " +
     "echo $i > $d/new; mv $d/new $d/c; done; i=$((i+1)); done"]);
   await sleep(GVISOR ? 800 : 300);
-  const r = await snapshot("renamer", "snap-renamer");
+  // The copy runs while the sandbox does: a call to it meanwhile is served
+  // before the snapshot is done (only the second, frozen pass holds calls).
+  let done = false;
+  const pending = snapshot("renamer", "snap-renamer").then((x) => { done = true; return x; });
+  await sleep(30);
+  const during = await c.sh("renamer", "echo during");
+  assert.equal(during.stdout, "during\n");
+  assert.equal(done, false, "a call to the sandbox waited for the whole snapshot");
+  const r = await pending;
   assert.equal(r.status, 200, JSON.stringify(r.body));
   await attachFrom("renamer-copy", "snap-renamer");
   const got = (await c.sh("renamer-copy", "cd /workspace/r && echo $(cat d1/c) $(cat d2/c) $(cat d3/c)")).stdout;

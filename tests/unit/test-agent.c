@@ -340,10 +340,15 @@ static void test_signal_group(void **state)
         struct sbx_error err = {0};
         char out[256] = "";
 
-        for (int i = 0; i < 50 && lines(out) < 2; i++) {
+        /* Up to 30 s: a loaded host (a sanitized build, tests side by side)
+         * may take seconds to start two processes. A poll from 0 answers at
+         * once when there is output already: the wait is ours. */
+        for (int i = 0; i < 300 && lines(out) < 2; i++) {
                 poll_ok(id, 0, 0, 200, &p);
                 snprintf(out, sizeof(out), "%s", p.out);
                 agent_poll_result_free(&p);
+                if (lines(out) < 2)
+                        msleep(100);
         }
         assert_int_equal(lines(out), 2);
         pid_t a = (pid_t)atoi(out), b = (pid_t)atoi(strchr(out, '\n') + 1);

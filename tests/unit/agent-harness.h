@@ -64,9 +64,11 @@ static inline void msleep(int ms)
         nanosleep(&ts, NULL);
 }
 
+/* The waits below are generous (seconds): a loaded host runs sanitized
+ * builds and tests side by side. They end as soon as the thing happens. */
 static inline bool pid_gone(pid_t pid)
 {
-        for (int i = 0; i < 200; i++) {
+        for (int i = 0; i < 1000; i++) {
                 if (kill(pid, 0) < 0 && errno == ESRCH)
                         return true;
                 msleep(10);
@@ -111,7 +113,7 @@ static inline void poll_ok(const char *id, uint64_t of, uint64_t ef, int wait,
 static inline void wait_exit_on(const struct agent_peer *peer, const char *id,
                                 struct agent_poll_result *last)
 {
-        for (int i = 0; i < 200; i++) {
+        for (int i = 0; i < 1000; i++) {
                 struct sbx_error err = {0};
                 int rc = agent_poll(peer, id, 0, 0, 0, last, &err);
                 if (rc < 0)

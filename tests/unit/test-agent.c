@@ -913,7 +913,7 @@ static void test_orphans_reaped(void **state)
         assert_int_equal(r.exit_code, 0);
         agent_exec_result_free(&r);
         int z = 0;
-        for (int i = 0; i < 100; i++) {
+        for (int i = 0; i < 500; i++) {
                 z = zombies_of(init_pid);
                 if (z == 0)
                         break;

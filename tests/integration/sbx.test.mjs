@@ -421,7 +421,7 @@ test("errors are one line with the server's code: a bad name, a bad token, a dae
 });
 
 test("--help on every verb; settings from the config file, flags over the environment", async () => {
-  for (const verb of ["attach", "exec", "shell", "ps", "logs", "kill", "cp", "ls", "get", "stop", "rm", "snapshot", "images"]) {
+  for (const verb of ["attach", "exec", "shell", "ps", "logs", "kill", "cp", "ls", "get", "stop", "rm", "snapshot", "fork", "images"]) {
     const r = await sbx([verb, "--help"]);
     assert.equal(r.code, 0, verb);
     assert.match(r.stdout.toString(), new RegExp(`^usage: sbx ${verb}`), verb);
@@ -474,6 +474,29 @@ test("snapshot makes an image that a new sandbox starts from", async () => {
   assert.equal(r.code, 1);
   oneLineError(r, /409 already_exists/);
   await sbx(["rm", "snap2"]);
+});
+
+test("fork makes a new sandbox from another's files now, each on its own from then on", async () => {
+  assert.equal((await sbx(["exec", "fk1", "--", "sh", "-c", "echo before > /workspace/mark && chmod 640 /workspace/mark"])).code, 0);
+  let r = await sbx(["fork", "fk1", "fk2", "--json"]);
+  assert.equal(r.code, 0, r.stderr);
+  const h = JSON.parse(r.stdout);
+  assert.equal(h.name, "fk2");
+  assert.equal(h.state, "running");
+  r = await sbx(["exec", "fk2", "--", "sh", "-c", "stat -c %a /workspace/mark; cat /workspace/mark; echo fork > /workspace/mark"]);
+  assert.equal(r.stdout.toString(), "640\nbefore\n", r.stderr);
+  r = await sbx(["exec", "fk1", "--", "cat", "/workspace/mark"]);
+  assert.equal(r.stdout.toString(), "before\n");
+  assert.ok(JSON.parse((await sbx(["ls", "--json"])).stdout).some((s) => s.name === "fk2"));
+  r = await sbx(["fork", "fk1", "fk2"]);
+  assert.equal(r.code, 1);
+  oneLineError(r, /^sbx: fork fk1: 409 already_exists: /);
+  r = await sbx(["fork", "fk1", "bad/name"]);
+  assert.equal(r.code, 1);
+  oneLineError(r, /400 invalid_argument/);
+  r = await sbx(["fork", "fk1"]);
+  assert.equal(r.code, 2);
+  await sbx(["rm", "fk2"]);
 });
 
 test("shell runs on a terminal: typed input, the window's size, the command's exit code", async () => {

@@ -10,7 +10,7 @@ import { mkdtempSync, writeFileSync, readFileSync, rmSync, mkdirSync, existsSync
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Daemon, Client, BIN, IMAGES, ROOT, freePort } from "./lib/daemon.mjs";
+import { Daemon, Client, BIN, IMAGES, ROOT, HAVE_DEBIAN, freePort } from "./lib/daemon.mjs";
 
 const SBX = join(dirname(BIN), "sbx");
 const LIVE = join(dirname(BIN), "tests", "libsandboxd-live");
@@ -255,14 +255,14 @@ const DESCRIBE =
   'cd "$1" && find . | while read -r f; do if [ -L "$f" ]; then echo "$f l $(readlink "$f")"; ' +
   'elif [ -d "$f" ]; then echo "$f d $(stat -c %a "$f")"; ' +
   'else echo "$f f $(stat -c %a "$f") $(sha256sum < "$f" | cut -d" " -f1) $(stat -c %Y "$f")"; fi; done | sort';
-async function describeRemote(name, path) {
-  const r = await sbx(["exec", name, "--", "sh", "-c", DESCRIBE, "sh", path]);
+async function describeRemote(name, path, opts) {
+  const r = await sbx(["exec", name, "--", "sh", "-c", DESCRIBE, "sh", path], opts);
   assert.equal(r.code, 0, r.stderr);
   return r.stdout.toString().trimEnd();
 }
 
-test("cp copies a tree both ways: names, types, modes, symlinks (as links), empty directories, times", async () => {
-  const tree = join(dir, "tree");
+// A tree of every kind cp carries, under root.
+function makeTree(tree) {
   mkdirSync(join(tree, "a", "b"), { recursive: true });
   mkdirSync(join(tree, "empty"));
   mkdirSync(join(tree, "private"));
@@ -287,6 +287,11 @@ test("cp copies a tree both ways: names, types, modes, symlinks (as links), empt
   symlinkSync("nowhere", join(tree, "dangling"));
   const when = new Date("2024-02-03T04:05:06Z");
   utimesSync(join(tree, "top.txt"), when, when);
+}
+
+test("cp copies a tree both ways: names, types, modes, symlinks (as links), empty directories, times", async () => {
+  const tree = join(dir, "tree");
+  makeTree(tree);
   const want = describeLocal(tree);
   assert.match(want, /^\. d 755$/m);
   assert.match(want, /^\.\/abs l \/etc\/passwd$/m);
@@ -313,6 +318,26 @@ test("cp copies a tree both ways: names, types, modes, symlinks (as links), empt
   assert.equal(r.code, 0, r.stderr);
   assert.equal(describeLocal(join(dir, "m")), await describeRemote("tr1", "/tmp/m"));
   assert.equal(readlinkSync(join(dir, "m", "out")), "/proc/self/root");
+});
+
+test("cp copies a tree both ways through GNU tar too (the debian image)", { skip: !HAVE_DEBIAN && "no debian image" }, async () => {
+  // A daemon of its own: this file's has only the tiny image.
+  const dd = await new Daemon().start();
+  try {
+    const opts = { env: { SANDBOXD_TOKEN: new Client(dd).tok } };
+    const tree = join(dir, "gnu-tree");
+    makeTree(tree);
+    const want = describeLocal(tree);
+    assert.equal((await sbx(["attach", "gnu1", "--image", "debian"], opts)).code, 0);
+    let r = await sbx(["cp", tree, "gnu1:/workspace/t"], opts);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(await describeRemote("gnu1", "/workspace/t", opts), want);
+    r = await sbx(["cp", "gnu1:/workspace/t", join(dir, "gnu-back")], opts);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(describeLocal(join(dir, "gnu-back")), want);
+  } finally {
+    await dd.destroy();
+  }
 });
 
 test("cp of a single file keeps its mode both ways", async () => {

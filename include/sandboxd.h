@@ -140,6 +140,14 @@ SBX_PUBLIC void sbx_snapshot_info_clear(struct sbx_snapshot_info *s);
 SBX_PUBLIC int sbx_snapshot(struct sbx_client *c, const char *name, const char *image,
                             struct sbx_snapshot_info *ret, struct sbx_err *err);
 
+/* A new sandbox new_name from name's state now (docs/api.md, "Checkpoints
+ * and forks": its files under `ns`, its last checkpoint under `gvisor`);
+ * its handle in ret, its credential cached as sbx_attach() caches one.
+ * 409 "already_exists" when new_name is taken, "no_checkpoint" for a
+ * gvisor sandbox without a checkpoint. */
+SBX_PUBLIC int sbx_fork(struct sbx_client *c, const char *name, const char *new_name,
+                        struct sbx_sandbox *ret, struct sbx_err *err);
+
 /* ------------------------------------------------------------ commands */
 
 /* argv and env are NULL-terminated; env entries are "KEY=VALUE". */

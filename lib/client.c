@@ -308,6 +308,36 @@ static unsigned cache_generation(struct sbx_client *c, const char *name)
         return gen;
 }
 
+/* A handle answer (attach, fork) for the sandbox `name`: parsed, its
+ * credential cached, the record in ret (when set). */
+static int take_handle(struct sbx_client *c, const char *name, json_t *ans,
+                       const struct sbxc_response *resp, unsigned generation,
+                       const char *sandbox_class, struct sbx_sandbox *ret, struct sbx_err *err)
+{
+        int64_t received = now_ms_local();
+        struct sbx_sandbox s = {0};
+        struct sbxc_cred *k = NULL;
+        int r = sbxc_parse_sandbox(ans, &s, err);
+        // The credential is cached under the answer's name: it must be the
+        // one asked for, or one sandbox's calls would go to another.
+        if (r >= 0 && strcmp(s.name, name))
+                r = sbxc_bad(err, "answer: a handle for '%.64s', not '%s'", s.name, name);
+        if (r >= 0)
+                r = cred_of(ans, &s, resp->server_date_ms, received, &k, err);
+        if (r < 0) {
+                sbx_sandbox_clear(&s);
+                return r;
+        }
+        if (!k->sandbox_class && sandbox_class)
+                k->sandbox_class = strdup(sandbox_class);
+        cache_put(c, k, generation);
+        if (ret)
+                *ret = s;
+        else
+                sbx_sandbox_clear(&s);
+        return 0;
+}
+
 static int attach_now(struct sbx_client *c, const char *name, const struct sbx_attach_options *o,
                       struct sbx_sandbox *ret, struct sbx_err *err)
 {
@@ -322,26 +352,10 @@ static int attach_now(struct sbx_client *c, const char *name, const struct sbx_a
                     &resp, err);
         if (r < 0)
                 return r;
-        int64_t received = now_ms_local();
-        struct sbx_sandbox s = {0};
-        struct sbxc_cred *k = NULL;
-        r = sbxc_parse_sandbox(ans, &s, err);
-        if (r >= 0)
-                r = cred_of(ans, &s, resp.server_date_ms, received, &k, err);
+        r = take_handle(c, name, ans, &resp, generation, o->sandbox_class, ret, err);
         sbxc_response_free(&resp);
         json_decref(ans);
-        if (r < 0) {
-                sbx_sandbox_clear(&s);
-                return r;
-        }
-        if (!k->sandbox_class && o->sandbox_class)
-                k->sandbox_class = strdup(o->sandbox_class);
-        cache_put(c, k, generation);
-        if (ret)
-                *ret = s;
-        else
-                sbx_sandbox_clear(&s);
-        return 0;
+        return r;
 }
 
 int sbx_attach(struct sbx_client *c, const char *name, const struct sbx_attach_options *opts,
@@ -639,4 +653,31 @@ int sbx_snapshot(struct sbx_client *c, const char *name, const char *image,
         json_t *b = json_object();
         json_object_set_new(b, "image", json_string(image));
         return sbxc_data_json(c, name, "POST", "/snapshot", b, sbxc_parse_snapshot, ret, err);
+}
+
+int sbx_fork(struct sbx_client *c, const char *name, const char *new_name, struct sbx_sandbox *ret,
+             struct sbx_err *err)
+{
+        int r = sbxc_check_name(new_name, err);
+        if (r < 0)
+                return r;
+        json_t *b = json_object();
+        json_object_set_new(b, "name", json_string(new_name));
+        _cleanup_free_ char *text = json_dumps(b, JSON_COMPACT);
+        json_decref(b);
+        if (!text)
+                return sbxc_fail(err, ENOMEM, 0, "no_memory", "out of memory");
+        unsigned generation = cache_generation(c, new_name);
+        struct sbxc_request rq = json_request(c, "POST", text);
+        struct sbxc_response resp;
+        r = sbxc_data(c, name, "/fork", &rq, &resp, err);
+        if (r < 0)
+                return r;
+        json_t *ans = NULL;
+        r = sbxc_parse_object(resp.body.data, resp.body.len, &ans, err);
+        if (r >= 0)
+                r = take_handle(c, new_name, ans, &resp, generation, NULL, ret, err);
+        json_decref(ans);
+        sbxc_response_free(&resp);
+        return r;
 }

@@ -95,7 +95,7 @@ mapfile -t files < <(ls tests/integration/*.test.mjs clients/typescript/test/*.t
 # once per sandbox class; the contract and the adapters' tests do not
 # depend on the class and run once.
 mapfile -t class_files < <(ls tests/integration/*.test.mjs clients/typescript/test/*.test.mjs 2>/dev/null \
-        | grep -vE '/(contract|contract-types|doc-examples|service|logging|sbx)\.test\.mjs$')
+        | grep -vE '/(contract|contract-types|doc-examples|service|logging|sbx|libsandboxd-live)\.test\.mjs$')
 # Each file starts its own daemons with their own state, ranges and tables:
 # two run at once.
 run_suite() {

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* sbx cp SRC DST, one side NAME:PATH: files streamed both ways, nothing
  * held whole; a download lands under a temporary name and is renamed into
- * place when complete, as the server does for an upload. Directories are
- * copied file by file (cp-tree.c). */
+ * place when complete, as the server does for an upload; a file keeps its
+ * permission bits (a chmod or a stat in the sandbox beside the transfer).
+ * Directories go as a tar stream (cp-tree.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -19,7 +20,8 @@ static const char usage[] =
     "Copies a file or a directory into or out of a sandbox; the sandbox side is\n"
     "NAME:PATH (relative paths resolve against /workspace), the other a local path\n"
     "or '-' for stdin or stdout. A DST that is a directory (or ends in '/') gets\n"
-    "SRC's name. A progress line shows on stderr when it is a terminal and a file\n"
+    "SRC's name. Modes, symlinks (as links), empty directories and times are kept\n"
+    "(set-id bits are not). A progress line shows on stderr when it is a terminal and a file\n"
     "is over 1 MiB.\n";
 
 struct remote {
@@ -76,6 +78,48 @@ static sbx_progress_fn progress_fn(void)
         return isatty(STDERR_FILENO) ? progress : NULL;
 }
 
+/* A command as root in the sandbox; its stdout in *out (NULL: dropped).
+ * 0, or the exit code for sbx after printing why. */
+static int run_root(struct sbx_ctx *ctx, const char *name, const char *const *argv, char **out)
+{
+        struct sbx_exec_request rq = {.argv = argv, .cwd = "/workspace", .user = "root"};
+        struct sbx_exec_result res = {0};
+        struct sbx_err err = {0};
+        int r = sbx_exec(ctx->client, name, &rq, &res, &err);
+        if (r < 0)
+                return sbx_fail(ctx, name, r, &err);
+        int rc = 0;
+        if (res.exit_code) {
+                fprintf(stderr, "sbx: cp: %s in %s exited %d: %.*s\n", argv[0], name, res.exit_code,
+                        (int)MIN(strcspn(res.err, "\n"), 256), res.err);
+                rc = SBX_EXIT_REFUSED;
+        } else if (out) {
+                *out = res.out;
+                res.out = NULL;
+        }
+        sbx_exec_result_clear(&res);
+        return rc;
+}
+
+/* The sandbox file's permission bits (set-id ones dropped), or -1 after
+ * printing why (*rc the exit code). */
+static int remote_mode(struct sbx_ctx *ctx, const char *name, const char *path, int *rc)
+{
+        const char *argv[] = {"stat", "-c", "%a", "--", path, NULL};
+        _cleanup_free_ char *out = NULL;
+        if ((*rc = run_root(ctx, name, argv, &out)))
+                return -1;
+        char *end = NULL;
+        errno = 0;
+        long mode = strtol(out, &end, 8);
+        if (errno || end == out || (*end && strcmp(end, "\n")) || mode < 0 || mode > 07777) {
+                fprintf(stderr, "sbx: cp: stat in %s answered '%.32s', not a mode\n", name, out);
+                *rc = SBX_EXIT_UNREACHABLE;
+                return -1;
+        }
+        return (int)(mode & 01777);
+}
+
 int sbx_cp_put(struct sbx_ctx *ctx, const char *local, const char *name, const char *path)
 {
         bool std = !strcmp(local, "-");
@@ -89,7 +133,16 @@ int sbx_cp_put(struct sbx_ctx *ctx, const char *local, const char *name, const c
         int r = sbx_file_write(ctx->client, name, path, std ? STDIN_FILENO : fd, progress_fn(), &b,
                                &err);
         bar_end(&b);
-        return r < 0 ? sbx_fail(ctx, name, r, &err) : 0;
+        if (r < 0)
+                return sbx_fail(ctx, name, r, &err);
+        struct stat st;
+        if (std || fstat(fd, &st) < 0)
+                return 0;
+        // The file keeps its mode (the files API carries none): one chmod.
+        char mode[8];
+        snprintf(mode, sizeof(mode), "%o", (unsigned)(st.st_mode & 01777));
+        const char *argv[] = {"chmod", mode, "--", path, NULL};
+        return run_root(ctx, name, argv, NULL);
 }
 
 int sbx_cp_get(struct sbx_ctx *ctx, const char *name, const char *path, const char *local)
@@ -116,10 +169,14 @@ int sbx_cp_get(struct sbx_ctx *ctx, const char *name, const char *path, const ch
                 unlink(tmp);
                 return sbx_fail(ctx, name, r, &err);
         }
-        // mkstemp made it 0600; a copy gets what a new file gets here.
-        mode_t mask = umask(0);
-        umask(mask);
-        if (fchmod(fd, 0666 & ~mask) < 0 || fsync(fd) < 0 || rename(tmp, local) < 0) {
+        // mkstemp made it 0600; the copy gets the sandbox file's mode.
+        int rc = 0;
+        int mode = remote_mode(ctx, name, path, &rc);
+        if (mode < 0) {
+                unlink(tmp);
+                return rc;
+        }
+        if (fchmod(fd, (mode_t)mode) < 0 || fsync(fd) < 0 || rename(tmp, local) < 0) {
                 fprintf(stderr, "sbx: cp: %s: %s\n", local, strerror(errno));
                 unlink(tmp);
                 return SBX_EXIT_LOCAL;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* sbx cp's parts: one file each way (cmd-cp.c), whole trees (cp-tree.c). */
+/* sbx cp's parts: one file each way (cmd-cp.c), whole trees as a tar
+ * stream (cp-tree.c). */
 #pragma once
 
 #include "sbx.h"

@@ -30,6 +30,7 @@ static const struct verb {
     {"stop", cmd_stop, "suspend a sandbox"},
     {"rm", cmd_rm, "delete a sandbox and its files"},
     {"snapshot", cmd_snapshot, "save a sandbox's files as a new image"},
+    {"fork", cmd_fork, "a new sandbox from another's state now"},
     {"images", cmd_images, "list the images"},
 };
 

@@ -124,4 +124,5 @@ int cmd_logs(struct sbx_ctx *ctx, int argc, char **argv);
 int cmd_kill(struct sbx_ctx *ctx, int argc, char **argv);
 int cmd_cp(struct sbx_ctx *ctx, int argc, char **argv);
 int cmd_snapshot(struct sbx_ctx *ctx, int argc, char **argv);
+int cmd_fork(struct sbx_ctx *ctx, int argc, char **argv);
 int cmd_images(struct sbx_ctx *ctx, int argc, char **argv);

@@ -6,11 +6,11 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { mkdtempSync, writeFileSync, readFileSync, rmSync, mkdirSync, existsSync, symlinkSync } from "node:fs";
+import { mkdtempSync, writeFileSync, readFileSync, rmSync, mkdirSync, existsSync, symlinkSync, chmodSync, lstatSync, readlinkSync, readdirSync, utimesSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Daemon, Client, BIN, IMAGES, ROOT, freePort } from "./lib/daemon.mjs";
+import { Daemon, Client, BIN, IMAGES, ROOT, HAVE_DEBIAN, freePort } from "./lib/daemon.mjs";
 
 const SBX = join(dirname(BIN), "sbx");
 const LIVE = join(dirname(BIN), "tests", "libsandboxd-live");
@@ -234,28 +234,123 @@ test("cp shows a progress line on a terminal for a large file, none for a small 
   assert.equal(r.stderr, "");
 });
 
-test("cp copies a directory both ways: nested, empty directories too; symlinks are skipped", async () => {
-  const tree = join(dir, "tree");
+// A tree as lines "path type mode [sha256 | link target] [mtime]", sorted:
+// the local one, and the sandbox's (by a shell script in it).
+function describeLocal(root) {
+  const out = [];
+  const walk = (rel) => {
+    const p = rel === "." ? root : join(root, rel);
+    const st = lstatSync(p);
+    const mode = (st.mode & 0o7777).toString(8);
+    if (st.isSymbolicLink()) out.push(`${rel} l ${readlinkSync(p)}`);
+    else if (st.isDirectory()) {
+      out.push(`${rel} d ${mode}`);
+      for (const e of readdirSync(p)) walk(rel === "." ? `./${e}` : `${rel}/${e}`);
+    } else out.push(`${rel} f ${mode} ${sha(readFileSync(p))} ${Math.floor(st.mtimeMs / 1000)}`);
+  };
+  walk(".");
+  return out.sort().join("\n");
+}
+const DESCRIBE =
+  'cd "$1" && find . | while read -r f; do if [ -L "$f" ]; then echo "$f l $(readlink "$f")"; ' +
+  'elif [ -d "$f" ]; then echo "$f d $(stat -c %a "$f")"; ' +
+  'else echo "$f f $(stat -c %a "$f") $(sha256sum < "$f" | cut -d" " -f1) $(stat -c %Y "$f")"; fi; done | sort';
+async function describeRemote(name, path, opts) {
+  const r = await sbx(["exec", name, "--", "sh", "-c", DESCRIBE, "sh", path], opts);
+  assert.equal(r.code, 0, r.stderr);
+  return r.stdout.toString().trimEnd();
+}
+
+// A tree of every kind cp carries, under root.
+function makeTree(tree) {
   mkdirSync(join(tree, "a", "b"), { recursive: true });
   mkdirSync(join(tree, "empty"));
+  mkdirSync(join(tree, "private"));
   const bin = randomBytes(300000);
   writeFileSync(join(tree, "a", "b", "bin"), bin);
   writeFileSync(join(tree, "top.txt"), "top\n");
+  writeFileSync(join(tree, "run.sh"), "#!/bin/sh\necho hi\n");
+  writeFileSync(join(tree, "private", "secret"), "s\n");
+  writeFileSync(join(tree, "a", "name with spaces"), "");
+  chmodSync(join(tree, "run.sh"), 0o755);
+  chmodSync(join(tree, "private", "secret"), 0o600);
+  chmodSync(join(tree, "top.txt"), 0o644);
+  chmodSync(join(tree, "a", "b", "bin"), 0o640);
+  chmodSync(join(tree, "private"), 0o700);
+  chmodSync(join(tree, "a"), 0o750);
+  chmodSync(join(tree, "empty"), 0o755);
+  chmodSync(tree, 0o755);
   symlinkSync("top.txt", join(tree, "link"));
+  symlinkSync("../../top.txt", join(tree, "a", "b", "up"));
+  symlinkSync("/etc/passwd", join(tree, "abs"));
+  symlinkSync("a", join(tree, "dirlink"));
+  symlinkSync("nowhere", join(tree, "dangling"));
+  const when = new Date("2024-02-03T04:05:06Z");
+  utimesSync(join(tree, "top.txt"), when, when);
+}
+
+test("cp copies a tree both ways: names, types, modes, symlinks (as links), empty directories, times", async () => {
+  const tree = join(dir, "tree");
+  makeTree(tree);
+  const want = describeLocal(tree);
+  assert.match(want, /^\. d 755$/m);
+  assert.match(want, /^\.\/abs l \/etc\/passwd$/m);
+
   let r = await sbx(["cp", tree, "tr1:/workspace/t"]);
   assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stderr, /link: skipped \(not a file or directory\)/);
-  r = await sbx(["exec", "tr1", "--", "sh", "-c", "cd /workspace/t && find . | sort && sha256sum a/b/bin"]);
-  assert.equal(r.stdout.toString(), `.\n./a\n./a/b\n./a/b/bin\n./empty\n./top.txt\n${sha(bin)}  a/b/bin\n`);
-  // Back into an existing directory: under the source's name.
+  assert.equal(r.stderr, "");
+  assert.equal(await describeRemote("tr1", "/workspace/t"), want);
+  // The links are links in the sandbox too, not what they point at.
+  r = await sbx(["exec", "tr1", "--", "sh", "-c", "[ -L /workspace/t/abs ] && [ -L /workspace/t/dirlink ] && stat -c %U:%G /workspace/t/run.sh"]);
+  assert.equal(r.stdout.toString(), "root:root\n", r.stderr);
+
+  // Back into an existing directory: under the source's name, the same tree.
   const back = join(dir, "back");
   mkdirSync(back);
   r = await sbx(["cp", "tr1:/workspace/t", back]);
   assert.equal(r.code, 0, r.stderr);
-  assert.equal(sha(readFileSync(join(back, "t", "a", "b", "bin"))), sha(bin));
-  assert.equal(readFileSync(join(back, "t", "top.txt"), "utf8"), "top\n");
-  assert.ok(existsSync(join(back, "t", "empty")));
-  assert.equal(existsSync(join(back, "t", "link")), false);
+  assert.equal(describeLocal(join(back, "t")), want);
+  // A tree made in the sandbox comes out as it is there.
+  r = await sbx(["exec", "tr1", "--", "sh", "-c",
+    "mkdir -p /tmp/m/d/e && cd /tmp/m && echo x > f && chmod 604 f && chmod 711 d && ln -s /proc/self/root out && ln -s d/e in && touch -d '2020-01-01 00:00:00' f"]);
+  assert.equal(r.code, 0, r.stderr);
+  r = await sbx(["cp", "tr1:/tmp/m", join(dir, "m")]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(describeLocal(join(dir, "m")), await describeRemote("tr1", "/tmp/m"));
+  assert.equal(readlinkSync(join(dir, "m", "out")), "/proc/self/root");
+});
+
+test("cp copies a tree both ways through GNU tar too (the debian image)", { skip: !HAVE_DEBIAN && "no debian image" }, async () => {
+  // A daemon of its own: this file's has only the tiny image.
+  const dd = await new Daemon().start();
+  try {
+    const opts = { env: { SANDBOXD_TOKEN: new Client(dd).tok } };
+    const tree = join(dir, "gnu-tree");
+    makeTree(tree);
+    const want = describeLocal(tree);
+    assert.equal((await sbx(["attach", "gnu1", "--image", "debian"], opts)).code, 0);
+    let r = await sbx(["cp", tree, "gnu1:/workspace/t"], opts);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(await describeRemote("gnu1", "/workspace/t", opts), want);
+    r = await sbx(["cp", "gnu1:/workspace/t", join(dir, "gnu-back")], opts);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(describeLocal(join(dir, "gnu-back")), want);
+  } finally {
+    await dd.destroy();
+  }
+});
+
+test("cp of a single file keeps its mode both ways", async () => {
+  const f = join(dir, "mode.sh");
+  writeFileSync(f, "#!/bin/sh\n");
+  chmodSync(f, 0o750);
+  let r = await sbx(["cp", f, "sm1:/workspace/mode.sh"]);
+  assert.equal(r.code, 0, r.stderr);
+  r = await sbx(["exec", "sm1", "--", "sh", "-c", "stat -c %a mode.sh; chmod 600 mode.sh"]);
+  assert.equal(r.stdout.toString(), "750\n");
+  r = await sbx(["cp", "sm1:mode.sh", join(dir, "mode.back")]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(lstatSync(join(dir, "mode.back")).mode & 0o7777, 0o600);
 });
 
 test("ps lists processes, logs prints and follows their output, kill signals and forgets", async () => {
@@ -351,7 +446,7 @@ test("errors are one line with the server's code: a bad name, a bad token, a dae
 });
 
 test("--help on every verb; settings from the config file, flags over the environment", async () => {
-  for (const verb of ["attach", "exec", "shell", "ps", "logs", "kill", "cp", "ls", "get", "stop", "rm", "snapshot", "images"]) {
+  for (const verb of ["attach", "exec", "shell", "ps", "logs", "kill", "cp", "ls", "get", "stop", "rm", "snapshot", "fork", "images"]) {
     const r = await sbx([verb, "--help"]);
     assert.equal(r.code, 0, verb);
     assert.match(r.stdout.toString(), new RegExp(`^usage: sbx ${verb}`), verb);
@@ -404,6 +499,29 @@ test("snapshot makes an image that a new sandbox starts from", async () => {
   assert.equal(r.code, 1);
   oneLineError(r, /409 already_exists/);
   await sbx(["rm", "snap2"]);
+});
+
+test("fork makes a new sandbox from another's files now, each on its own from then on", async () => {
+  assert.equal((await sbx(["exec", "fk1", "--", "sh", "-c", "echo before > /workspace/mark && chmod 640 /workspace/mark"])).code, 0);
+  let r = await sbx(["fork", "fk1", "fk2", "--json"]);
+  assert.equal(r.code, 0, r.stderr);
+  const h = JSON.parse(r.stdout);
+  assert.equal(h.name, "fk2");
+  assert.equal(h.state, "running");
+  r = await sbx(["exec", "fk2", "--", "sh", "-c", "stat -c %a /workspace/mark; cat /workspace/mark; echo fork > /workspace/mark"]);
+  assert.equal(r.stdout.toString(), "640\nbefore\n", r.stderr);
+  r = await sbx(["exec", "fk1", "--", "cat", "/workspace/mark"]);
+  assert.equal(r.stdout.toString(), "before\n");
+  assert.ok(JSON.parse((await sbx(["ls", "--json"])).stdout).some((s) => s.name === "fk2"));
+  r = await sbx(["fork", "fk1", "fk2"]);
+  assert.equal(r.code, 1);
+  oneLineError(r, /^sbx: fork fk1: 409 already_exists: /);
+  r = await sbx(["fork", "fk1", "bad/name"]);
+  assert.equal(r.code, 1);
+  oneLineError(r, /400 invalid_argument/);
+  r = await sbx(["fork", "fk1"]);
+  assert.equal(r.code, 2);
+  await sbx(["rm", "fk2"]);
 });
 
 test("shell runs on a terminal: typed input, the window's size, the command's exit code", async () => {
@@ -501,7 +619,42 @@ function frame(type, payload = Buffer.alloc(0), offset = 0n, reserved = 0) {
 const startFrame = (from = 0) =>
   frame(1, Buffer.from(JSON.stringify({ processId: "p1", command: ["x"], state: "running", stdoutFrom: from, stderrFrom: 0 })));
 
-async function hostileServer() {
+const exitFrame = (outNext) =>
+  frame(4, Buffer.from(JSON.stringify({ processId: "p1", command: ["x"], state: "exited", exitCode: 0, startedAt: "2026-01-01T00:00:00.000Z", exitedAt: "2026-01-01T00:00:01.000Z", stdoutNext: outNext, stderrNext: 0 })));
+
+// A ustar entry: type "0" a file, "1" a hard link, "2" a symlink, "3" a device.
+function tarEntry(name, { type = "0", body = Buffer.alloc(0), link = "" } = {}) {
+  const h = Buffer.alloc(512);
+  const put = (off, len, str) => h.write(str, off, len, "latin1");
+  const oct = (off, len, n) => put(off, len, n.toString(8).padStart(len - 1, "0") + "\0");
+  put(0, 100, name);
+  oct(100, 8, type === "2" ? 0o777 : 0o644);
+  oct(108, 8, 0);
+  oct(116, 8, 0);
+  oct(124, 12, body.length);
+  oct(136, 12, 1700000000);
+  put(148, 8, "        ");
+  put(156, 1, type);
+  put(157, 100, link);
+  put(257, 6, "ustar\0");
+  put(263, 2, "00");
+  let sum = 0;
+  for (const b of h) sum += b;
+  put(148, 8, sum.toString(8).padStart(6, "0") + "\0 ");
+  const pad = Buffer.alloc((512 - (body.length % 512)) % 512);
+  return Buffer.concat([h, body, pad]);
+}
+// What a hostile sandbox's `tar -c` could send, by sandbox name.
+const hostileTars = (outside) => ({
+  traverse: [tarEntry("../evil", { body: Buffer.from("x") })],
+  absolute: [tarEntry("/tmp/sbx-evil", { body: Buffer.from("x") })],
+  hardlink: [tarEntry("h", { type: "1", link: "../../etc/passwd" })],
+  device: [tarEntry("dev", { type: "3" })],
+  throughlink: [tarEntry("l", { type: "2", link: outside }), tarEntry("l/planted", { body: Buffer.from("x") })],
+});
+
+async function hostileServer(outside = "/nonexistent") {
+  const tars = hostileTars(outside);
   const http = await import("node:http");
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -530,6 +683,10 @@ async function hostileServer() {
       const from = Number(new URL(req.url, url).searchParams.get("stdoutFrom"));
       if (name === "noexit")
         return res.end(from ? startFrame(from) : Buffer.concat([startFrame(), frame(2, Buffer.from("partial\n"), 0n)]));
+      if (tars[name]) {
+        const tar = Buffer.concat([...tars[name], Buffer.alloc(1024)]);
+        return res.end(Buffer.concat([startFrame(), frame(2, tar, 0n), exitFrame(tar.length)]));
+      }
       return res.end(frame(2, Buffer.from("no start")));
     }
     switch (name) {
@@ -555,7 +712,9 @@ async function hostileServer() {
 }
 
 test("answers that break the contract are one-line errors, never a crash or a hang", async () => {
-  const h = await hostileServer();
+  const outside = join(dir, "outside");
+  mkdirSync(outside);
+  const h = await hostileServer(outside);
   try {
     // An unsigned token whose iss is this server: sbx reads iss, the server never checks.
     const b64 = (o) => Buffer.from(JSON.stringify(o)).toString("base64url");
@@ -576,14 +735,22 @@ test("answers that break the contract are one-line errors, never a crash or a ha
       [["exec", "nostart", "--", "x"], 125, /bad_response: stream: the first frame is of type 2, not start/],
       [["exec", "noexit", "--", "x"], 125, /bad_response: stream: the body ended without an exit frame/],
       [["exec", "inject", "--", "x"], 125, /bad_response: answer: a bad credential header/],
-      // A listing that names '..' would write outside the destination.
-      [["cp", "traverse:/d", join(dir, "trav")], 3, /the server listed a bad name '\.\.'/],
+      // A tar from the sandbox that would write outside the destination,
+      // or make what cp never makes.
+      [["cp", "traverse:/d", join(dir, "trav")], 3, /the tar from traverse holds a bad name '\.\.\/evil'/],
+      [["cp", "absolute:/d", join(dir, "trav")], 3, /the tar from absolute holds a bad name '\/tmp\/sbx-evil'/],
+      [["cp", "hardlink:/d", join(dir, "trav")], 3, /the tar from hardlink holds a bad hard link '\.\.\/\.\.\/etc\/passwd'/],
+      [["cp", "device:/d", join(dir, "trav")], 3, /the tar from device holds a special file 'dev'/],
+      [["cp", "throughlink:/d", join(dir, "trav")], 4, /l\/planted: /],
     ];
     for (const [args, code, pattern] of cases) {
       const r = await sbx(args, opts);
       assert.equal(r.code, code, `${args.join(" ")}: ${r.stderr}`);
       oneLineError(r, pattern);
     }
+    assert.deepEqual(readdirSync(outside), []);
+    assert.equal(existsSync(join(dir, "evil")), false);
+    assert.equal(existsSync("/tmp/sbx-evil"), false);
     // What a cut stream delivered before it broke is on stdout, once:
     // the reconnects after it find nothing new and give up.
     const r = await sbx(["exec", "noexit", "--", "x"], opts);

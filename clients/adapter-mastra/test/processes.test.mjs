@@ -27,12 +27,11 @@ describe("background processes", { skip: skipReason("tiny"), timeout: 120_000 },
   });
 
   it("spawn returns at once; wait returns the whole result", async () => {
-    const t0 = Date.now();
     const h = await sandbox.processes.spawn("echo out; sleep 1; echo err >&2; exit 4");
-    assert.ok(Date.now() - t0 < 900, "spawn did not wait for the process");
     assert.ok(h instanceof SandboxdProcessHandle);
     assert.match(h.pid, /^[A-Za-z0-9-]+$/);
     assert.equal(h.command, "echo out; sleep 1; echo err >&2; exit 4");
+    // Not exited yet: spawn did not wait for the process.
     assert.equal(h.exitCode, undefined);
     const r = await h.wait();
     assert.equal(r.exitCode, 4);

@@ -246,9 +246,6 @@ static int sandbox_subdir(int dirfd, const char *name, mode_t mode, uid_t uid,
 static int prepare_dir(struct launch *L, struct sbx_error *err)
 {
         const struct rt_spec *s = L->spec;
-        L->dirfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (L->dirfd < 0)
-                return sbx_error_set(err, errno, "open sandbox dir `%s`", s->dir);
         /* The writable layer: on its own capped filesystem, or upper/ and
          * work/ right here. */
         int r = disk_prepare(L->dirfd, s, &L->disk, err);
@@ -263,14 +260,17 @@ static int prepare_dir(struct launch *L, struct sbx_error *err)
         if ((r = sandbox_subdir(L->dirfd, "rootfs", 0755, 0, err)) < 0 ||
             (r = sandbox_subdir(L->dirfd, "lower", 0755, 0, err)) < 0)
                 return r;
-        if (unlinkat(L->dirfd, "agent.sock", 0) < 0 && errno != ENOENT)
-                return sbx_error_set(err, errno, "remove stale agent.sock");
         return 0;
 }
 
 static int make_listener(struct launch *L, struct sbx_error *err)
 {
         struct sockaddr_un sa = {.sun_family = AF_UNIX, .sun_path = "agent.sock"};
+        L->dirfd = open(L->spec->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (L->dirfd < 0)
+                return sbx_error_set(err, errno, "open sandbox dir `%s`", L->spec->dir);
+        if (unlinkat(L->dirfd, "agent.sock", 0) < 0 && errno != ENOENT)
+                return sbx_error_set(err, errno, "remove stale agent.sock");
         L->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (L->listen_fd < 0)
                 return sbx_error_set(err, errno, "socket");
@@ -666,12 +666,15 @@ static int set_nofile(const struct launch *L, struct sbx_error *err)
 static int launch_steps(struct launch *L, struct sbx_error *err)
 {
         int r;
+        /* C first, what only the mounter needs after: C's cgroup attach
+         * (cgroup_step) is the longest wait of a start and runs from
+         * C's clone on. */
         if ((r = cg_create(&L->ctx->cg, L->spec->id, &L->spec->limits, err)) < 0 ||
-            (r = prepare_dir(L, err)) < 0 || (r = make_listener(L, err)) < 0 ||
-            (r = prepare_dev_trees(L, err)) < 0 || (r = set_nofile(L, err)) < 0 ||
-            (r = launch_clone(L, err)) < 0)
+            (r = make_listener(L, err)) < 0 || (r = set_nofile(L, err)) < 0 ||
+            (r = launch_clone(L, err)) < 0 ||
+            (r = side_start(&L->attacher, cgroup_step, L, "cgroup attach", err)) < 0)
                 return r;
-        if ((r = side_start(&L->attacher, cgroup_step, L, "cgroup attach", err)) < 0 ||
+        if ((r = prepare_dir(L, err)) < 0 || (r = prepare_dev_trees(L, err)) < 0 ||
             (r = map_ids(L, err)) < 0 || (r = idmap_image(L, err)) < 0)
                 return r;
         /* The veth pair is made from the host's netns, configured from the

@@ -2,8 +2,11 @@
 // 1 GiB of new files, and the attach (with its first exec) of a sandbox
 // made from a snapshot beside one made from the base image. Figures, no
 // assertions; the class is the daemons' default (SANDBOXD_TEST_CLASS=gvisor
-// for gvisor).
-//   node bench/snapshot.mjs [--image tiny] [--big-mib 1024]
+// for gvisor). With --xfs the daemon's state and images dirs are on an XFS
+// filesystem with reflink (a loop-mounted image the bench makes) and the
+// sandboxes have no disk cap: their writable layers sit beside the images,
+// and a snapshot shares the blocks of what they wrote instead of copying.
+//   node bench/snapshot.mjs [--image tiny] [--big-mib 1024] [--xfs]
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -17,9 +20,20 @@ const arg = (k, d) => {
 const IMAGE = arg("image", "tiny");
 const BIG = Number(arg("big-mib", "1024"));
 
-const images = mkdtempSync(join(tmpdir(), "sandboxd-bench-snap-"));
-execFileSync("cp", ["-al", join(IMAGES, IMAGE), join(images, IMAGE)]);
-const d = await new Daemon({ images, image: IMAGE, args: ["--pool-size", "0"] }).start();
+const XFS = process.argv.includes("--xfs");
+const top = mkdtempSync(join(tmpdir(), "sandboxd-bench-snap-"));
+let images = top;
+const opts = { image: IMAGE, args: ["--pool-size", "0"] };
+if (XFS) {
+  const fs = join(top, "fs");
+  execFileSync("sh", ["-c", `truncate -s ${BIG * 3 + 2048}M '${top}/xfs.img' && mkfs.xfs -q -m reflink=1 '${top}/xfs.img' && ` +
+    `mkdir '${fs}' && mount -o loop '${top}/xfs.img' '${fs}' && mkdir '${fs}/images'`]);
+  images = join(fs, "images");
+  opts.state = join(fs, "state");
+  opts.args.push("--disk-limit", "0");
+}
+execFileSync("cp", [XFS ? "-a" : "-al", join(IMAGES, IMAGE), join(images, IMAGE)]);
+const d = await new Daemon({ images, ...opts }).start();
 const c = new Client(d);
 const ms = async (f) => {
   const t0 = performance.now();
@@ -28,7 +42,7 @@ const ms = async (f) => {
 };
 const median = (v) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
 try {
-  console.log(`class ${CLASS}, image ${IMAGE}`);
+  console.log(`class ${CLASS}, image ${IMAGE}, ${XFS ? "XFS with reflink, no disk cap" : "the host's filesystem, disk cap"}`);
   for (const [label, mib] of [["10 MiB", 10], [`${BIG} MiB`, BIG]]) {
     const src = `src-${mib}`;
     const w = await c.sh(src, `mkdir -p /workspace/d && i=0; while [ $i -lt ${Math.max(1, Math.round(mib / 10))} ]; do ` +
@@ -67,5 +81,6 @@ try {
   }
 } finally {
   await d.destroy();
-  rmSync(images, { recursive: true, force: true });
+  if (XFS) execFileSync("umount", [join(top, "fs")]);
+  rmSync(top, { recursive: true, force: true });
 }

@@ -81,14 +81,17 @@ static int snapshot(struct manager *m, struct sandbox *sb, const char *image, bo
         char base_copy[sizeof(sb->rec.image)];
         snprintf(base_copy, sizeof(base_copy), "%s", base);
         uint32_t shift = r == 0 ? mgr_sandbox_root_uid(m, sb) : 0;
+        int upper = r == 0 ? rt_upper_open(sb->dir) : -1;
         pthread_mutex_unlock(&sb->lock);
         if (r < 0)
                 return r;
         int64_t t0 = mono_ms();
         struct rt_snapshot_hooks hooks = {.freeze = freeze_hook, .thaw = thaw_hook, .ctx = &f};
         struct rt_snapshot_stats st = {0};
-        r = rt_image_snapshot(m->images_dir, image, base_copy, fd, shift, ephemeral, &hooks, &st,
-                              err);
+        struct rt_snapshot_src src = {.root_fd = fd, .upper_fd = upper, .uid_shift = shift};
+        r = rt_image_snapshot(m->images_dir, image, base_copy, &src, ephemeral, &hooks, &st, err);
+        if (upper >= 0)
+                close(upper);
         if (r >= 0 && f.thaw_failed)
                 r = sbx_error_set(err, f.thaw_err.code ? f.thaw_err.code : EIO, "%s",
                                   f.thaw_err.msg);

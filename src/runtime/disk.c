@@ -23,12 +23,15 @@
  * directory (its files stay where they are); one that has an image keeps
  * it even if the setting changes. */
 #include "disk.h"
+#include "../common/log.h"
 #include "../common/tool.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <linux/loop.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -36,6 +39,8 @@
 #include <sys/stat.h>
 
 #define DISK_IMAGE "disk.img"
+#define DISK_SPARE_DIR ".disk-spare"
+#define DISK_SPARES 4 /* spare images kept per size */
 #define DISK_MIN_BYTES (16ULL << 20)
 #define DISK_BUSY_WAIT_MS 5000
 #define DISK_ERR_MAX 200
@@ -107,11 +112,8 @@ static int copy_sparse(int src, int dst, uint64_t bytes)
 /* The formatted empty image of `bytes`, made once per size beside the
  * sandbox dirs (<sandboxes>/.disk-template-<bytes>.img) and renamed into
  * place whole, so concurrent launchers at worst both make one. */
-static int open_template(int dirfd, uint64_t bytes, struct sbx_error *err)
+static int open_template(int parent, uint64_t bytes, struct sbx_error *err)
 {
-        _cleanup_close_ int parent = openat(dirfd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (parent < 0)
-                return sbx_error_set(err, errno, "open the sandboxes directory");
         char name[64], tmp[96];
         snprintf(name, sizeof(name), ".disk-template-%" PRIu64 ".img", bytes);
         int fd = openat(parent, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -139,14 +141,11 @@ static int open_template(int dirfd, uint64_t bytes, struct sbx_error *err)
         return fd >= 0 ? fd : sbx_error_set(err, errno, "open %s", name);
 }
 
-/* Make <dir>/disk.img: a sparse copy of the formatted template, then
- * renamed into place, so a half-made image is never used. */
-static int create_image(int dirfd, uint64_t bytes, struct sbx_error *err)
+/* A sparse copy of the template at `name` in dirfd, synced, then renamed
+ * into place whole. */
+static int copy_template(int tpl, int dirfd, const char *tmp, const char *name, uint64_t bytes,
+                         struct sbx_error *err)
 {
-        static const char tmp[] = DISK_IMAGE ".tmp";
-        _cleanup_close_ int tpl = open_template(dirfd, bytes, err);
-        if (tpl < 0)
-                return tpl;
         if (unlinkat(dirfd, tmp, 0) < 0 && errno != ENOENT)
                 return sbx_error_set(err, errno, "remove stale %s", tmp);
         _cleanup_close_ int fd =
@@ -158,11 +157,194 @@ static int create_image(int dirfd, uint64_t bytes, struct sbx_error *err)
                 r = sbx_error_set(err, -r, "copy the disk template");
         if (r >= 0 && fsync(fd) < 0)
                 r = sbx_error_set(err, errno, "fsync %s", tmp);
-        if (r >= 0 && renameat(dirfd, tmp, dirfd, DISK_IMAGE) < 0)
+        if (r >= 0 && renameat(dirfd, tmp, dirfd, name) < 0)
                 r = sbx_error_set(err, errno, "rename %s", tmp);
         if (r < 0)
                 unlinkat(dirfd, tmp, 0);
         return r;
+}
+
+/* ---- spare images ----
+ *
+ * Copying and syncing a fresh image is most of a cold start's disk cost
+ * (the sync alone ~10 ms here), so images of the sizes in use are made
+ * ahead of time, off the start path: <sandboxes>/.disk-spare/<bytes>-<tag>.img,
+ * each complete (synced, renamed into place) before it can be taken. A
+ * start takes one by renaming it to its <dir>/disk.img (RENAME_NOREPLACE:
+ * two launchers never get the same one); a start that finds none makes
+ * its own, as before. A spare holds no sandbox's data, ever. */
+
+static int spare_dir(int parent, bool create, struct sbx_error *err)
+{
+        if (create && mkdirat(parent, DISK_SPARE_DIR, 0700) < 0 && errno != EEXIST)
+                return sbx_error_set(err, errno, "create %s", DISK_SPARE_DIR);
+        int fd = openat(parent, DISK_SPARE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && (create || errno != ENOENT))
+                return sbx_error_set(err, errno, "open %s", DISK_SPARE_DIR);
+        return fd;
+}
+
+/* The size a spare's name gives, or 0 for a name that is no spare's. */
+static uint64_t spare_size(const char *name)
+{
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(name, &end, 10);
+        if (errno || end == name || *end != '-' || !strstr(end, ".img") ||
+            strcmp(end + strlen(end) - 4, ".img"))
+                return 0;
+        return v;
+}
+
+/* Rename a spare of `bytes` to <dirfd>/disk.img. 0 taken, -ENOENT none. */
+static int spare_take(int parent, int dirfd, uint64_t bytes)
+{
+        _cleanup_close_ int sd = spare_dir(parent, false, NULL);
+        if (sd < 0)
+                return -ENOENT;
+        DIR *d = fdopendir(dup(sd));
+        if (!d)
+                return -ENOENT;
+        int r = -ENOENT;
+        struct dirent *de;
+        while (r < 0 && (de = readdir(d)))
+                if (spare_size(de->d_name) == bytes &&
+                    renameat2(sd, de->d_name, dirfd, DISK_IMAGE, RENAME_NOREPLACE) == 0)
+                        r = 0;
+        closedir(d);
+        return r;
+}
+
+/* How many spares of `bytes` there are; those of sizes not in sizes[] and
+ * leftovers of a copy cut short go. */
+static unsigned spare_count(int sd, uint64_t bytes, const uint64_t *sizes, size_t n_sizes)
+{
+        DIR *d = fdopendir(dup(sd));
+        if (!d)
+                return 0;
+        unsigned n = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (de->d_name[0] == '.' && (!de->d_name[1] || !strcmp(de->d_name, "..")))
+                        continue;
+                uint64_t v = spare_size(de->d_name);
+                bool known = false;
+                for (size_t i = 0; i < n_sizes && v; i++)
+                        known = known || sizes[i] == v;
+                if (v == bytes)
+                        n++;
+                else if (!known)
+                        unlinkat(sd, de->d_name, 0);
+        }
+        closedir(d);
+        return n;
+}
+
+static int spares_fill(const char *sandboxes, const uint64_t *sizes, size_t n_sizes, unsigned want,
+                       struct sbx_error *err)
+{
+        _cleanup_close_ int parent =
+            open(sandboxes, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (parent < 0)
+                return sbx_error_set(err, errno, "open `%s`", sandboxes);
+        _cleanup_close_ int sd = spare_dir(parent, true, err);
+        if (sd < 0)
+                return sd;
+        static unsigned seq;
+        for (size_t i = 0; i < n_sizes; i++) {
+                _cleanup_close_ int tpl = open_template(parent, sizes[i], err);
+                if (tpl < 0)
+                        return tpl;
+                for (unsigned n = spare_count(sd, sizes[i], sizes, n_sizes); n < want; n++) {
+                        char name[64];
+                        snprintf(name, sizeof(name), "%" PRIu64 "-%d-%u.img", sizes[i],
+                                 (int)getpid(), seq++);
+                        int r = copy_template(tpl, sd, ".copy.tmp", name, sizes[i], err);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        return 0;
+}
+
+static void *spares_main(void *arg)
+{
+        struct disk_spares *sp = arg;
+        pthread_mutex_lock(&sp->lock);
+        while (!sp->stop) {
+                if (!sp->dirty) {
+                        pthread_cond_wait(&sp->wake, &sp->lock);
+                        continue;
+                }
+                sp->dirty = false;
+                uint64_t sizes[DISK_SPARE_SIZES];
+                size_t n = sp->n_sizes;
+                memcpy(sizes, sp->sizes, sizeof(sizes));
+                pthread_mutex_unlock(&sp->lock);
+                struct sbx_error e = {0};
+                if (spares_fill(sp->dir, sizes, n, DISK_SPARES, &e) < 0)
+                        log_warn("spare disk images: %s", e.msg);
+                pthread_mutex_lock(&sp->lock);
+        }
+        pthread_mutex_unlock(&sp->lock);
+        return NULL;
+}
+
+void disk_spares_init(struct disk_spares *sp)
+{
+        *sp = (struct disk_spares){0};
+        pthread_mutex_init(&sp->lock, NULL);
+        pthread_cond_init(&sp->wake, NULL);
+}
+
+void disk_spares_note(struct disk_spares *sp, const struct rt_spec *spec)
+{
+        uint64_t bytes = spec->limits.disk_bytes;
+        const char *slash = spec->dir ? strrchr(spec->dir, '/') : NULL;
+        if (!bytes || !slash || slash == spec->dir || (size_t)(slash - spec->dir) >= PATH_MAX)
+                return;
+        pthread_mutex_lock(&sp->lock);
+        size_t i = 0;
+        while (i < sp->n_sizes && sp->sizes[i] != bytes)
+                i++;
+        if (i == sp->n_sizes && sp->n_sizes < DISK_SPARE_SIZES)
+                sp->sizes[sp->n_sizes++] = bytes;
+        if (!sp->dir[0])
+                snprintf(sp->dir, sizeof(sp->dir), "%.*s", (int)(slash - spec->dir), spec->dir);
+        sp->dirty = true;
+        if (!sp->running && !sp->stop)
+                sp->running = pthread_create(&sp->thread, NULL, spares_main, sp) == 0;
+        pthread_cond_signal(&sp->wake);
+        pthread_mutex_unlock(&sp->lock);
+}
+
+void disk_spares_stop(struct disk_spares *sp)
+{
+        pthread_mutex_lock(&sp->lock);
+        bool running = sp->running;
+        sp->stop = true;
+        pthread_cond_signal(&sp->wake);
+        pthread_mutex_unlock(&sp->lock);
+        if (running)
+                pthread_join(sp->thread, NULL);
+        pthread_cond_destroy(&sp->wake);
+        pthread_mutex_destroy(&sp->lock);
+}
+
+/* Make <dir>/disk.img: a spare, or a sparse copy of the formatted
+ * template; whole either way, so a half-made image is never used. */
+static int create_image(int dirfd, uint64_t bytes, struct sbx_error *err)
+{
+        _cleanup_close_ int parent = openat(dirfd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (parent < 0)
+                return sbx_error_set(err, errno, "open the sandboxes directory");
+        if (spare_take(parent, dirfd, bytes) == 0)
+                return 1;
+        _cleanup_close_ int tpl = open_template(parent, bytes, err);
+        if (tpl < 0)
+                return tpl;
+        int r = copy_template(tpl, dirfd, DISK_IMAGE ".tmp", DISK_IMAGE, bytes, err);
+        return r < 0 ? r : 1;
 }
 
 /* Whether a loop device is still backed by the image (dev, ino): a
@@ -250,13 +432,15 @@ int disk_prepare(int dirfd, const struct rt_spec *spec, struct ns_disk *disk, st
                 if (r < 0)
                         return r;
         }
+        /* Only an image that was here before can still be attached from a
+         * previous run: a new one (a new inode) cannot. */
         _cleanup_close_ int img = openat(dirfd, DISK_IMAGE, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
         if (img < 0)
                 return sbx_error_set(err, errno, "open %s", DISK_IMAGE);
         if (fstat(img, &st) < 0 || !S_ISREG(st.st_mode))
                 return sbx_error_set(err, EINVAL, "%s is not a regular file", DISK_IMAGE);
         for (int64_t deadline = mono_ms() + DISK_BUSY_WAIT_MS;
-             image_attached(st.st_dev, st.st_ino);) {
+             have_img && image_attached(st.st_dev, st.st_ino);) {
                 if (mono_ms() > deadline)
                         return sbx_error_set(
                             err, EBUSY, "the sandbox's disk is still attached from a previous run");

@@ -3,7 +3,10 @@
  * loop-mounted ext4 image, made at a sandbox's first start. */
 #pragma once
 
+#include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../common/util.h"
@@ -20,6 +23,26 @@ struct ns_disk {
 int disk_prepare(int dirfd, const struct rt_spec *spec, struct ns_disk *disk,
                  struct sbx_error *err);
 void disk_release(struct ns_disk *disk);
+
+#define DISK_SPARE_SIZES 4 /* disk sizes kept spare images of */
+
+/* Spare images (<sandboxes>/.disk-spare), made ahead of the starts that
+ * take them by a thread of the driver's: after a start with a disk of a
+ * size, disk_spares_note has that size's spares topped up. Spares of
+ * sizes no start of this daemon has used are removed. */
+struct disk_spares {
+        pthread_mutex_t lock;
+        pthread_cond_t wake;
+        pthread_t thread;
+        bool running, stop, dirty;
+        char dir[PATH_MAX]; /* the sandboxes dir */
+        uint64_t sizes[DISK_SPARE_SIZES];
+        size_t n_sizes;
+};
+
+void disk_spares_init(struct disk_spares *sp);
+void disk_spares_note(struct disk_spares *sp, const struct rt_spec *spec);
+void disk_spares_stop(struct disk_spares *sp);
 /* In the mounter (sandbox mount ns): mount it on <dirfd>/disk, with
  * upper/ and work/ owned by uid. */
 int disk_mount(const struct ns_disk *disk, int dirfd, uint32_t uid, struct sbx_error *err);

@@ -37,6 +37,7 @@
 #include "../common/fdpass.h"
 #include "../common/tool.h"
 #include "cgroup.h"
+#include "disk.h"
 
 #define GV_START_TIMEOUT_MS 30000
 #define GV_CALL_TIMEOUT_MS 15000
@@ -52,6 +53,7 @@ struct gv_rt {
         char state[PATH_MAX]; /* runsc --root */
         char init[PATH_MAX];  /* sandbox-init, bound read-only at GV_INIT_PATH */
         char instance[RT_INSTANCE_LEN + 1];
+        struct disk_spares spares;
 };
 
 /* runsc matches container ids by prefix: every id has the same length. */
@@ -290,6 +292,7 @@ static int gv_open(const struct rt_config *cfg, void **ret, struct sbx_error *er
                 return sbx_error_set(err, ENAMETOOLONG, "state dir `%s`", cfg->state_dir);
         if (mkdir(g->state, 0700) < 0 && errno != EEXIST)
                 return sbx_error_set(err, errno, "create `%s`", g->state);
+        disk_spares_init(&g->spares);
         *ret = TAKE_PTR(g);
         return 0;
 }
@@ -297,7 +300,10 @@ static int gv_open(const struct rt_config *cfg, void **ret, struct sbx_error *er
 static void gv_close(void *state)
 {
         struct gv_rt *g = state;
-        if (g && !cg_any_populated(&g->cg))
+        if (!g)
+                return;
+        disk_spares_stop(&g->spares);
+        if (!cg_any_populated(&g->cg))
                 cg_remove_root(&g->cg);
         free(g);
 }
@@ -496,7 +502,11 @@ static int launch(struct gv_rt *g, const struct rt_spec *spec, const char *ckpt,
 
 static int gv_start(void *state, const struct rt_spec *spec, pid_t *ret_pid, struct sbx_error *err)
 {
-        return launch(state, spec, NULL, false, ret_pid, err);
+        struct gv_rt *g = state;
+        int r = launch(g, spec, NULL, false, ret_pid, err);
+        if (r == 0)
+                disk_spares_note(&g->spares, spec);
+        return r;
 }
 
 /* A restored sandbox keeps the name it had when saved: a fork gets its

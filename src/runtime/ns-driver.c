@@ -23,6 +23,7 @@
 
 #include "../common/fdpass.h"
 #include "cgroup.h"
+#include "disk.h"
 #include "launch.h"
 #include "net.h"
 #include "seccomp.h"
@@ -39,6 +40,7 @@
 struct ns_rt {
         struct zygote zygote;
         struct cg_layout cg;
+        struct disk_spares spares;
 };
 
 /* ---- open / close ---- */
@@ -137,6 +139,7 @@ static int ns_open(const struct rt_config *cfg, void **ret, struct sbx_error *er
         if (r < 0)
                 return r;
         rt->cg = ctx.cg;
+        disk_spares_init(&rt->spares);
         *ret = TAKE_PTR(rt);
         return 0;
 }
@@ -146,6 +149,7 @@ static void ns_close(void *state)
         struct ns_rt *rt = state;
         if (!rt)
                 return;
+        disk_spares_stop(&rt->spares);
         zygote_close(&rt->zygote);
         if (!cg_any_populated(&rt->cg))
                 cg_remove_root(&rt->cg);
@@ -160,7 +164,10 @@ static int ns_start(void *state, const struct rt_spec *spec, pid_t *ret_pid, str
         int r = ns_spec_check(spec, err);
         if (r < 0)
                 return r;
-        return zygote_launch(&rt->zygote, spec, ret_pid, err);
+        r = zygote_launch(&rt->zygote, spec, ret_pid, err);
+        if (r == 0)
+                disk_spares_note(&rt->spares, spec);
+        return r;
 }
 
 /* ---- cgroup-only operations ---- */

@@ -55,6 +55,13 @@
 /* fds of C once it has tidied its table (see child_fds_early). */
 enum { FD_LISTEN = 3, FD_MEMFD = 4, FD_ERR = 5, FD_SYNC = 6, FD_FIRST_FREE = 7 };
 
+/* A step run by a forked child of the launcher, beside the launcher's
+ * own steps: its report (wire_err) comes back through a pipe. */
+struct side {
+        pid_t pid;
+        int fd; /* read end of its report pipe */
+};
+
 struct launch {
         const struct ns_ctx *ctx;
         const struct rt_spec *spec;
@@ -68,7 +75,10 @@ struct launch {
         int dev_fd[NS_DEV_NODES]; /* clones of host device nodes */
         struct ns_disk disk;      /* the capped writable layer, if any */
         struct ns_net net;        /* the veth pair under RT_NET_NAT */
+        struct side attacher;     /* cgroup_step, while the launcher goes on */
 };
+
+static int side_wait(struct side *s, const char *what, struct sbx_error *err);
 
 static void launch_release(struct launch *L)
 {
@@ -79,6 +89,8 @@ static void launch_release(struct launch *L)
         for (size_t i = 0; i < ARRAY_SIZE(L->dev_fd); i++)
                 close_fd(&L->dev_fd[i]);
         disk_release(&L->disk);
+        if (L->attacher.pid > 0)
+                side_wait(&L->attacher, "cgroup attach", NULL);
 }
 
 /* A failure report from the mounter or from C: one write, smaller than
@@ -134,45 +146,79 @@ int ns_spec_check(const struct rt_spec *spec, struct sbx_error *err)
         return 0;
 }
 
-/* Fork the mounter (it lands in C's pid ns, so its proc mount is C's) and
- * wait for it. */
-static int run_mounter(const struct launch *L, struct sbx_error *err)
+typedef int (*side_fn)(const struct launch *L, struct sbx_error *err);
+
+static int side_start(struct side *s, side_fn fn, const struct launch *L, const char *what,
+                      struct sbx_error *err)
 {
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0)
                 return sbx_error_set(err, errno, "pipe");
-        pid_t m = fork();
-        if (m < 0) {
+        pid_t pid = fork();
+        if (pid < 0) {
                 close(p[0]);
                 close(p[1]);
-                return sbx_error_set(err, errno, "fork mounter");
+                return sbx_error_set(err, errno, "fork %s", what);
         }
-        if (m == 0) {
+        if (pid == 0) {
                 struct sbx_error e = {0};
                 close(p[0]);
-                struct ns_mounts plan = {
-                    .spec = L->spec,
-                    .tree_fd = L->tree_fd,
-                    .dev_fd = L->dev_fd,
-                    .disk = &L->disk,
-                    .resolv = L->net.active && L->ctx->net.resolv[0] ? L->ctx->net.resolv : NULL,
-                };
-                int r = ns_mount_all(&plan, &e);
+                int r = fn(L, &e);
                 if (r < 0)
                         wire_send(p[1], e.code, e.msg);
                 _exit(r < 0 ? 1 : 0);
         }
         close(p[1]);
-        int r = wire_recv(p[0], err);
-        close(p[0]);
+        *s = (struct side){.pid = pid, .fd = p[0]};
+        return 0;
+}
+
+/* Wait for a side step; its report, or an error if it died without one. */
+static int side_wait(struct side *s, const char *what, struct sbx_error *err)
+{
+        if (s->pid <= 0)
+                return 0;
+        int r = wire_recv(s->fd, err);
+        close_fd(&s->fd);
         int st = 0;
-        while (waitpid(m, &st, 0) < 0 && errno == EINTR)
+        while (waitpid(s->pid, &st, 0) < 0 && errno == EINTR)
                 ;
+        s->pid = 0;
         if (r < 0)
                 return r;
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-                return sbx_error_set(err, EIO, "mounter died (status 0x%x)", st);
+                return sbx_error_set(err, EIO, "%s died (status 0x%x)", what, st);
         return 0;
+}
+
+static int mount_step(const struct launch *L, struct sbx_error *err)
+{
+        struct ns_mounts plan = {
+            .spec = L->spec,
+            .tree_fd = L->tree_fd,
+            .dev_fd = L->dev_fd,
+            .disk = &L->disk,
+            .resolv = L->net.active && L->ctx->net.resolv[0] ? L->ctx->net.resolv : NULL,
+        };
+        return ns_mount_all(&plan, err);
+}
+
+/* Fork the mounter (it lands in C's pid ns, so its proc mount is C's) and
+ * wait for it. */
+static int run_mounter(const struct launch *L, struct sbx_error *err)
+{
+        struct side s;
+        int r = side_start(&s, mount_step, L, "mounter", err);
+        return r < 0 ? r : side_wait(&s, "mounter", err);
+}
+
+/* C into its cgroups. On a cgroup v1 host the first write into a
+ * cgroup.procs waits out an RCU grace period (the kernel's threadgroup
+ * lock): milliseconds of waiting, not work, so it runs beside the steps
+ * that follow and is waited for before C is let go. */
+static int cgroup_step(const struct launch *L, struct sbx_error *err)
+{
+        return cg_attach(&L->ctx->cg, L->spec->id, L->pid, err);
 }
 
 /* ---- launcher steps in the host namespaces ---- */
@@ -200,9 +246,6 @@ static int sandbox_subdir(int dirfd, const char *name, mode_t mode, uid_t uid,
 static int prepare_dir(struct launch *L, struct sbx_error *err)
 {
         const struct rt_spec *s = L->spec;
-        L->dirfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (L->dirfd < 0)
-                return sbx_error_set(err, errno, "open sandbox dir `%s`", s->dir);
         /* The writable layer: on its own capped filesystem, or upper/ and
          * work/ right here. */
         int r = disk_prepare(L->dirfd, s, &L->disk, err);
@@ -217,14 +260,17 @@ static int prepare_dir(struct launch *L, struct sbx_error *err)
         if ((r = sandbox_subdir(L->dirfd, "rootfs", 0755, 0, err)) < 0 ||
             (r = sandbox_subdir(L->dirfd, "lower", 0755, 0, err)) < 0)
                 return r;
-        if (unlinkat(L->dirfd, "agent.sock", 0) < 0 && errno != ENOENT)
-                return sbx_error_set(err, errno, "remove stale agent.sock");
         return 0;
 }
 
 static int make_listener(struct launch *L, struct sbx_error *err)
 {
         struct sockaddr_un sa = {.sun_family = AF_UNIX, .sun_path = "agent.sock"};
+        L->dirfd = open(L->spec->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (L->dirfd < 0)
+                return sbx_error_set(err, errno, "open sandbox dir `%s`", L->spec->dir);
+        if (unlinkat(L->dirfd, "agent.sock", 0) < 0 && errno != ENOENT)
+                return sbx_error_set(err, errno, "remove stale agent.sock");
         L->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (L->listen_fd < 0)
                 return sbx_error_set(err, errno, "socket");
@@ -620,12 +666,15 @@ static int set_nofile(const struct launch *L, struct sbx_error *err)
 static int launch_steps(struct launch *L, struct sbx_error *err)
 {
         int r;
+        /* C first, what only the mounter needs after: C's cgroup attach
+         * (cgroup_step) is the longest wait of a start and runs from
+         * C's clone on. */
         if ((r = cg_create(&L->ctx->cg, L->spec->id, &L->spec->limits, err)) < 0 ||
-            (r = prepare_dir(L, err)) < 0 || (r = make_listener(L, err)) < 0 ||
-            (r = prepare_dev_trees(L, err)) < 0 || (r = set_nofile(L, err)) < 0 ||
-            (r = launch_clone(L, err)) < 0)
+            (r = make_listener(L, err)) < 0 || (r = set_nofile(L, err)) < 0 ||
+            (r = launch_clone(L, err)) < 0 ||
+            (r = side_start(&L->attacher, cgroup_step, L, "cgroup attach", err)) < 0)
                 return r;
-        if ((r = cg_attach(&L->ctx->cg, L->spec->id, L->pid, err)) < 0 ||
+        if ((r = prepare_dir(L, err)) < 0 || (r = prepare_dev_trees(L, err)) < 0 ||
             (r = map_ids(L, err)) < 0 || (r = idmap_image(L, err)) < 0)
                 return r;
         /* The veth pair is made from the host's netns, configured from the
@@ -638,7 +687,8 @@ static int launch_steps(struct launch *L, struct sbx_error *err)
                 return r;
         if (L->net.active && (r = net_sandbox_setup(&L->net, err)) < 0)
                 return r;
-        if ((r = run_mounter(L, err)) < 0)
+        if ((r = run_mounter(L, err)) < 0 ||
+            (r = side_wait(&L->attacher, "cgroup attach", err)) < 0)
                 return r;
         if ((r = release_child(L, err)) < 0)
                 return r;
@@ -661,6 +711,7 @@ int ns_launch(const struct ns_ctx *ctx, const struct rt_spec *spec, pid_t *ret_p
             .pidns = -1,
             .tree_fd = -1,
             .disk = {.loop_fd = -1},
+            .attacher = {.fd = -1},
         };
         for (size_t i = 0; i < ARRAY_SIZE(L.dev_fd); i++)
                 L.dev_fd[i] = -1;

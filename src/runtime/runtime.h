@@ -346,9 +346,24 @@ struct rt_snapshot_hooks {
         void (*thaw)(void *ctx);
         void *ctx;
 };
-int rt_image_snapshot(const char *images_dir, const char *name, const char *base, int root_fd,
-                      uint32_t uid_shift, bool ephemeral, const struct rt_snapshot_hooks *hooks,
-                      struct rt_snapshot_stats *stats, struct sbx_error *err);
+/* What a snapshot reads: the sandbox's "/" (root_fd, files owned by the
+ * image's ids + uid_shift) and, where the host can see it, its writable
+ * layer (upper_fd, else -1), whose files are read directly where they are
+ * what the tree shows, so that the copy can share their blocks. */
+struct rt_snapshot_src {
+        int root_fd;
+        int upper_fd;
+        uint32_t uid_shift;
+};
+int rt_image_snapshot(const char *images_dir, const char *name, const char *base,
+                      const struct rt_snapshot_src *src, bool ephemeral,
+                      const struct rt_snapshot_hooks *hooks, struct rt_snapshot_stats *stats,
+                      struct sbx_error *err);
+/* The writable layer of the sandbox in sandbox_dir as the host sees it
+ * (<dir>/disk/upper when its disk is mounted on the host, else <dir>/upper
+ * when it has no disk), an fd; -1 when only the sandbox's own mount
+ * namespace has it (an ns sandbox with a disk cap). */
+int rt_upper_open(const char *sandbox_dir);
 /* Remove what dead builds, imports, snapshots and removals left in the
  * images dir (the daemon does at start-up). */
 void rt_image_sweep(const char *images_dir);

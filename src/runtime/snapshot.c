@@ -28,9 +28,11 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +53,7 @@ struct hardlink {
 
 struct snap {
         int dst_root;     /* the new rootfs/ */
+        int upper;        /* the sandbox's writable layer as the host sees it, or -1 */
         uint64_t src_mnt; /* the sandbox root's mount (overlayfs shows its files'
                            * own st_dev: the mount id is what says "ours") */
         uint32_t shift;
@@ -166,12 +169,42 @@ static bool link_base(struct snap *s, int base, int dst, const char *name, const
         return true;
 }
 
-static int copy_file(struct snap *s, int src, int base, int dst, const char *name,
+/* The writable layer's own file at rel, when it is what the sandbox's
+ * tree shows there (a regular file of the same size and mtime, and not an
+ * overlay metacopy, whose data would be a lower layer's): read from it,
+ * copy_file_range can share its blocks (a reflink on XFS or btrfs), which
+ * it cannot from the overlay's file (EXDEV). -1 otherwise. */
+static int open_upper(const struct snap *s, const char *rel, const struct stat *st)
+{
+        if (s->upper < 0)
+                return -1;
+        struct open_how how = {
+            .flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+            .resolve =
+                RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+        };
+        int fd = (int)syscall(SYS_openat2, s->upper, rel, &how, sizeof(how));
+        struct stat u;
+        if (fd < 0)
+                return -1;
+        if (fstat(fd, &u) < 0 || !S_ISREG(u.st_mode) || u.st_size != st->st_size ||
+            u.st_mtim.tv_sec != st->st_mtim.tv_sec || u.st_mtim.tv_nsec != st->st_mtim.tv_nsec ||
+            fgetxattr(fd, "trusted.overlay.metacopy", NULL, 0) >= 0 ||
+            fgetxattr(fd, "user.overlay.metacopy", NULL, 0) >= 0) {
+                close(fd);
+                return -1;
+        }
+        return fd;
+}
+
+static int copy_file(struct snap *s, int src, int base, int dst, const char *rel, const char *name,
                      const struct stat *st, uint32_t uid, uint32_t gid)
 {
         if (!s->base_first && link_base(s, base, dst, name, st, uid, gid))
                 return 0;
-        _cleanup_close_ int in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+        _cleanup_close_ int in = open_upper(s, rel, st);
+        if (in < 0)
+                in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
         if (in < 0)
                 return sbx_error_set(s->err, errno, "read %s", name);
         _cleanup_close_ int out =
@@ -380,7 +413,7 @@ static int copy_entry(struct snap *s, int src, int base, int dst, const char *re
         int r = hardlink(s, dst, rel, name, &st);
         if (r != 0)
                 return r < 0 ? r : 0;
-        return copy_file(s, src, base, dst, name, &st, uid, gid);
+        return copy_file(s, src, base, dst, rel, name, &st, uid, gid);
 }
 
 /* Open name beneath parent as a directory (never through a symlink); the
@@ -633,10 +666,23 @@ static int snapshot_passes(struct snap *s, int root_fd, int basefd, int dst,
         return r;
 }
 
-int rt_image_snapshot(const char *images_dir, const char *name, const char *base, int root_fd,
-                      uint32_t uid_shift, bool ephemeral, const struct rt_snapshot_hooks *hooks,
-                      struct rt_snapshot_stats *stats, struct sbx_error *err)
+int rt_upper_open(const char *sandbox_dir)
 {
+        _cleanup_close_ int d = open(sandbox_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (d < 0)
+                return -1;
+        int fd = openat(d, "disk/upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                fd = openat(d, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        return fd;
+}
+
+int rt_image_snapshot(const char *images_dir, const char *name, const char *base,
+                      const struct rt_snapshot_src *src, bool ephemeral,
+                      const struct rt_snapshot_hooks *hooks, struct rt_snapshot_stats *stats,
+                      struct sbx_error *err)
+{
+        int root_fd = src->root_fd;
         struct rt_snapshot_stats local = {0};
         struct stat rst;
         if (!stats)
@@ -670,8 +716,12 @@ int rt_image_snapshot(const char *images_dir, const char *name, const char *base
             image_name_is_valid(base)
                 ? openat(imgfd, bpath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                 : -1;
-        struct snap s = {
-            .dst_root = dst, .src_mnt = root_mnt, .shift = uid_shift, .st = stats, .err = err};
+        struct snap s = {.dst_root = dst,
+                         .upper = src->upper_fd,
+                         .src_mnt = root_mnt,
+                         .shift = src->uid_shift,
+                         .st = stats,
+                         .err = err};
         r = dst < 0 ? sbx_error_set(err, errno, "create `%s/rootfs`", build)
                     : snapshot_passes(&s, root_fd, basefd, dst, hooks);
         for (size_t i = 0; i < s.n_links; i++)

@@ -1,0 +1,78 @@
+// The spare disk images: a sandbox's capped writable layer is an ext4
+// image, and images of the sizes in use are made ahead of the starts that
+// take them (<state>/sandboxes/.disk-spare). A new sandbox takes a spare
+// (the very file), the spares are topped up again, a spare never carries
+// one sandbox's files into another, spares of a size no longer in use go,
+// and a copy cut short by a crash is never taken.
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { readdirSync, statSync, existsSync, writeFileSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { Daemon, Client, GVISOR, until } from "./lib/daemon.mjs";
+
+const MIB = 1 << 20;
+const args = (limit) => ["--network", "none", "--pool-size", "0", "--disk-limit", limit];
+const d = new Daemon({ args: args("64M") });
+after(() => d.destroy());
+
+const sandboxes = () => join(d.state, "sandboxes");
+const spareDir = () => join(sandboxes(), ".disk-spare");
+const spares = (bytes) =>
+  existsSync(spareDir()) ? readdirSync(spareDir()).filter((n) => n.startsWith(`${bytes}-`) && n.endsWith(".img")) : [];
+const inode = (p) => statSync(p).ino;
+const dirs = () => new Set(readdirSync(sandboxes()).filter((n) => !n.startsWith(".")));
+
+// Attach a new name; the sandbox dir it was given.
+async function attachNew(c, name) {
+  const before = dirs();
+  await c.sh(name, "true");
+  const made = [...dirs()].filter((n) => !before.has(n));
+  assert.equal(made.length, 1, `one new sandbox dir for ${name}`);
+  return join(sandboxes(), made[0]);
+}
+
+test("a new sandbox takes a spare image, spares are topped up, none carries another's files", async () => {
+  await d.start();
+  // A leftover of a copy cut short (the daemon killed mid-copy).
+  mkdirSync(spareDir(), { recursive: true, mode: 0o700 });
+  writeFileSync(join(spareDir(), ".copy.tmp"), "half");
+  const c = new Client(d);
+  const first = await attachNew(c, "first");
+  assert.ok(existsSync(join(first, "disk.img")), "a capped sandbox has its disk image");
+  // The first start of a size has the spares of that size made.
+  await until(() => spares(64 * MIB).length === 4);
+  assert.ok(!existsSync(join(spareDir(), ".copy.tmp")), "the cut-short copy was removed");
+  const ready = new Map(spares(64 * MIB).map((n) => [inode(join(spareDir(), n)), n]));
+
+  await c.sh("first", "echo secret > /workspace/mine && sync");
+  const second = await attachNew(c, "second");
+  const ino = inode(join(second, "disk.img"));
+  assert.ok(ready.has(ino), "the second sandbox's disk is one of the spares, renamed");
+  assert.ok(!existsSync(join(spareDir(), ready.get(ino))), "the spare it took is gone from the spares");
+  await until(() => spares(64 * MIB).length === 4);
+  assert.equal((await c.sh("second", "ls -A /workspace")).stdout, "", "a spare holds no files");
+  if (!GVISOR) {
+    const kib = Number((await c.sh("second", "df -k / | tail -1 | awk '{print $2}'")).stdout.trim());
+    assert.ok(kib > 40 * 1024 && kib <= 64 * 1024, `the spare has the capped size (${kib} KiB)`);
+  }
+  assert.equal((await c.sh("first", "cat /workspace/mine")).stdout, "secret\n");
+  assert.equal((await c.sh("second", "echo two > /workspace/f && cat /workspace/f")).stdout, "two\n");
+
+  // A burst of new names: each gets a disk of its own, spare or not.
+  const names = ["b1", "b2", "b3", "b4", "b5", "b6"];
+  await Promise.all(names.map((n) => c.sh(n, `echo ${n} > /workspace/who`)));
+  for (const n of names) assert.equal((await c.sh(n, "cat /workspace/who")).stdout, `${n}\n`);
+  const imgs = readdirSync(sandboxes()).filter((n) => !n.startsWith("."))
+    .map((n) => join(sandboxes(), n, "disk.img")).filter(existsSync).map(inode);
+  assert.equal(new Set(imgs).size, imgs.length, "no two sandboxes share a disk image");
+});
+
+test("after a restart with another disk limit, spares of the old size go; old sandboxes keep theirs", async () => {
+  await d.stop();
+  d.opts.args = args("80M");
+  await d.start();
+  const c = new Client(d);
+  await attachNew(c, "third");
+  await until(() => spares(80 * MIB).length === 4 && spares(64 * MIB).length === 0);
+  assert.equal((await c.sh("first", "cat /workspace/mine")).stdout, "secret\n", "an old sandbox keeps its image");
+});

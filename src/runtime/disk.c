@@ -59,8 +59,26 @@ static int run_mkfs(int img_fd, struct sbx_error *err)
          * work/ are, made and chowned by disk_mount), so it stays root's,
          * and one formatted image serves every sandbox as a template. */
         static const char ext[] = "lazy_itable_init=1,lazy_journal_init=1,nodiscard";
-        const char *const argv[] = {mkfs, "-q", "-F", "-t",      "ext4", "-b", "4096",
-                                    "-m", "0",  "-L", "sandbox", "-E",   ext,  "/proc/self/fd/3",
+        /* No resize inode: an image never grows (a sandbox keeps the size
+         * it was made with), and the blocks it reserves for growing to
+         * 1024 times the size are most of a fresh image's data (4.2 of
+         * 4.4 MiB at 10 GiB): what every sandbox costs the host's disk. */
+        const char *const argv[] = {mkfs,
+                                    "-q",
+                                    "-F",
+                                    "-t",
+                                    "ext4",
+                                    "-b",
+                                    "4096",
+                                    "-m",
+                                    "0",
+                                    "-O",
+                                    "^resize_inode",
+                                    "-L",
+                                    "sandbox",
+                                    "-E",
+                                    ext,
+                                    "/proc/self/fd/3",
                                     NULL};
         char msg[DISK_ERR_MAX] = "";
         struct tool_run t = {

@@ -128,12 +128,14 @@ static int copy_sparse(int src, int dst, uint64_t bytes)
 }
 
 /* The formatted empty image of `bytes`, made once per size beside the
- * sandbox dirs (<sandboxes>/.disk-template-<bytes>.img) and renamed into
- * place whole, so concurrent launchers at worst both make one. */
+ * sandbox dirs (<sandboxes>/.disk-template-v2-<bytes>.img) and renamed
+ * into place whole, so concurrent launchers at worst both make one. A
+ * template of the first format (with a resize inode) goes when its
+ * successor is made: images made from it go on working. */
 static int open_template(int parent, uint64_t bytes, struct sbx_error *err)
 {
         char name[64], tmp[96];
-        snprintf(name, sizeof(name), ".disk-template-%" PRIu64 ".img", bytes);
+        snprintf(name, sizeof(name), ".disk-template-v2-%" PRIu64 ".img", bytes);
         int fd = openat(parent, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd >= 0 || errno != ENOENT)
                 return fd >= 0 ? fd : sbx_error_set(err, errno, "open %s", name);
@@ -155,6 +157,8 @@ static int open_template(int parent, uint64_t bytes, struct sbx_error *err)
                 unlinkat(parent, tmp, 0);
                 return r;
         }
+        snprintf(tmp, sizeof(tmp), ".disk-template-%" PRIu64 ".img", bytes);
+        unlinkat(parent, tmp, 0);
         fd = openat(parent, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         return fd >= 0 ? fd : sbx_error_set(err, errno, "open %s", name);
 }

@@ -34,6 +34,8 @@ void metrics_render(struct api *a, struct api_resp *resp)
         for (int i = 0; i < SBX_NSTATES; i++)
                 buf_printf(b, "sandboxd_sandboxes{state=\"%s\"} %llu\n", sbx_state_name(i),
                            (unsigned long long)st.sandboxes[i]);
+        buf_printf(b, "# TYPE sandboxd_pool_ready gauge\nsandboxd_pool_ready %llu\n",
+                   (unsigned long long)st.pool);
         buf_printf(b, "# TYPE sandboxd_sandbox_transitions_total counter\n");
         const struct {
                 const char *what;

@@ -96,15 +96,20 @@ struct sandbox {
 
 /* One warm pool (struct mgr_pool): sandboxes of one driver started ahead
  * of time with no owner (deployment ""), in no table. */
+/* Starts a pool makes at once, at most: a start is mostly CPU (the
+ * launcher's and the kernel's), so about the cores of a small host. */
+#define MGR_POOL_THREADS 4
+
 struct pool {
         struct manager *m;
         const char *driver; /* the opened driver's own name */
         size_t size;
         struct sandbox *ready[MGR_MAX_POOL]; /* guarded by m->lock */
         size_t n;                            /* guarded by m->lock */
-        pthread_cond_t cond;                 /* with m->lock: wakes its thread */
-        pthread_t thread;
-        bool thread_started;
+        size_t starting;                     /* starts under way; guarded by m->lock */
+        pthread_cond_t cond;                 /* with m->lock: wakes its threads */
+        pthread_t threads[MGR_POOL_THREADS];
+        size_t n_threads;
 };
 
 struct manager {

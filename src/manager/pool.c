@@ -2,9 +2,11 @@
 /* The warm pools: for each driver that has one (mgr_config.pools), `size`
  * sandboxes started ahead of time from the default image, with no owner
  * (deployment "") and in no table, so that an attach of a new name costs a
- * rename instead of a start. A thread per pool keeps it full, one start at
- * a time, so a driver whose starts fail or are slow never holds up the
- * other's pool; the entries never outlive the daemon.
+ * rename instead of a start. Threads of each pool's own keep it full, as
+ * many starts at once as the host has cores (up to MGR_POOL_THREADS), so
+ * a burst that empties it is made good soon, and a driver whose starts
+ * fail or are slow never holds up the other's pool; the entries never
+ * outlive the daemon.
  *
  * An entry is of its driver, not of a class: an attach takes one from the
  * pool of the driver its class names (with two classes on one driver,
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../common/log.h"
 
@@ -168,7 +171,8 @@ static void pool_backoff_locked(struct pool *p, int failures)
         pthread_cond_timedwait(&p->cond, &p->m->lock, &ts);
 }
 
-/* Keep pool p full: one start at a time, in the background. */
+/* Keep pool p full, in the background: each of its threads makes one start
+ * at a time while the pool and the starts under way fall short of it. */
 static void *pool_main(void *arg)
 {
         struct pool *p = arg;
@@ -176,13 +180,17 @@ static void *pool_main(void *arg)
         int failures = 0;
         pthread_mutex_lock(&m->lock);
         while (!m->stopping) {
-                if (p->n >= p->size) {
+                if (p->n + p->starting >= p->size) {
                         pthread_cond_wait(&p->cond, &m->lock);
                         continue;
                 }
+                p->starting++;
+                log_debug("pool %s: a warm start, %zu under way, %zu ready", p->driver, p->starting,
+                          p->n);
                 pthread_mutex_unlock(&m->lock);
                 struct sandbox *sb = pool_launch(m, p);
                 pthread_mutex_lock(&m->lock);
+                p->starting--;
                 if (sb && !m->stopping) {
                         p->ready[p->n++] = sb;
                         failures = 0;
@@ -201,10 +209,14 @@ static void *pool_main(void *arg)
 
 void pool_start(struct manager *m)
 {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        size_t want = (size_t)MAX(1, MIN(cores, (long)MGR_POOL_THREADS));
         for (size_t i = 0; i < m->n_pools; i++) {
                 struct pool *p = &m->pools[i];
-                if (pthread_create(&p->thread, NULL, pool_main, p) == 0)
-                        p->thread_started = true;
+                size_t n = MIN(want, p->size);
+                while (p->n_threads < n &&
+                       pthread_create(&p->threads[p->n_threads], NULL, pool_main, p) == 0)
+                        p->n_threads++;
         }
 }
 
@@ -217,9 +229,8 @@ void pool_stop(struct manager *m)
         pthread_mutex_unlock(&m->lock);
         for (size_t i = 0; i < m->n_pools; i++) {
                 struct pool *p = &m->pools[i];
-                if (p->thread_started)
-                        pthread_join(p->thread, NULL);
-                p->thread_started = false;
+                while (p->n_threads > 0)
+                        pthread_join(p->threads[--p->n_threads], NULL);
         }
         /* Pool entries belong to no one: they do not outlive the daemon. */
         pthread_mutex_lock(&m->lock);
@@ -270,7 +281,7 @@ struct sandbox *pool_take_locked(struct manager *m, const struct mgr_caller *c, 
         sb->rec.created_at = sb->rec.last_active_at = sb->rec.state_since = now;
         atomic_store(&sb->last_active, now);
         sb->from_pool = true;
-        pthread_cond_signal(&p->cond); /* its thread refills it */
+        pthread_cond_signal(&p->cond); /* one of its threads refills it */
         return sb;
 }
 

@@ -59,8 +59,26 @@ static int run_mkfs(int img_fd, struct sbx_error *err)
          * work/ are, made and chowned by disk_mount), so it stays root's,
          * and one formatted image serves every sandbox as a template. */
         static const char ext[] = "lazy_itable_init=1,lazy_journal_init=1,nodiscard";
-        const char *const argv[] = {mkfs, "-q", "-F", "-t",      "ext4", "-b", "4096",
-                                    "-m", "0",  "-L", "sandbox", "-E",   ext,  "/proc/self/fd/3",
+        /* No resize inode: an image never grows (a sandbox keeps the size
+         * it was made with), and the blocks it reserves for growing to
+         * 1024 times the size are most of a fresh image's data (4.2 of
+         * 4.4 MiB at 10 GiB): what every sandbox costs the host's disk. */
+        const char *const argv[] = {mkfs,
+                                    "-q",
+                                    "-F",
+                                    "-t",
+                                    "ext4",
+                                    "-b",
+                                    "4096",
+                                    "-m",
+                                    "0",
+                                    "-O",
+                                    "^resize_inode",
+                                    "-L",
+                                    "sandbox",
+                                    "-E",
+                                    ext,
+                                    "/proc/self/fd/3",
                                     NULL};
         char msg[DISK_ERR_MAX] = "";
         struct tool_run t = {
@@ -110,12 +128,14 @@ static int copy_sparse(int src, int dst, uint64_t bytes)
 }
 
 /* The formatted empty image of `bytes`, made once per size beside the
- * sandbox dirs (<sandboxes>/.disk-template-<bytes>.img) and renamed into
- * place whole, so concurrent launchers at worst both make one. */
+ * sandbox dirs (<sandboxes>/.disk-template-v2-<bytes>.img) and renamed
+ * into place whole, so concurrent launchers at worst both make one. A
+ * template of the first format (with a resize inode) goes when its
+ * successor is made: images made from it go on working. */
 static int open_template(int parent, uint64_t bytes, struct sbx_error *err)
 {
         char name[64], tmp[96];
-        snprintf(name, sizeof(name), ".disk-template-%" PRIu64 ".img", bytes);
+        snprintf(name, sizeof(name), ".disk-template-v2-%" PRIu64 ".img", bytes);
         int fd = openat(parent, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd >= 0 || errno != ENOENT)
                 return fd >= 0 ? fd : sbx_error_set(err, errno, "open %s", name);
@@ -137,6 +157,8 @@ static int open_template(int parent, uint64_t bytes, struct sbx_error *err)
                 unlinkat(parent, tmp, 0);
                 return r;
         }
+        snprintf(tmp, sizeof(tmp), ".disk-template-%" PRIu64 ".img", bytes);
+        unlinkat(parent, tmp, 0);
         fd = openat(parent, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         return fd >= 0 ? fd : sbx_error_set(err, errno, "open %s", name);
 }

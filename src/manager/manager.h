@@ -44,7 +44,7 @@ const char *sbx_state_name(enum sbx_state s);
  * at most MGR_MAX_SLOTS slots (the daemon claims uid_base ..
  * uid_base + max_sandboxes * MGR_UID_RANGE). */
 #define MGR_UID_RANGE 65536u
-#define MGR_MAX_SLOTS 16384u
+#define MGR_MAX_SLOTS 32768u
 /* At most this many sandboxes kept started ahead of time per pool. */
 #define MGR_MAX_POOL 16
 

@@ -38,6 +38,7 @@
 #include "../common/tool.h"
 #include "cgroup.h"
 #include "disk.h"
+#include "reaper.h"
 
 #define GV_START_TIMEOUT_MS 30000
 #define GV_CALL_TIMEOUT_MS 15000
@@ -54,6 +55,7 @@ struct gv_rt {
         char init[PATH_MAX];  /* sandbox-init, bound read-only at GV_INIT_PATH */
         char instance[RT_INSTANCE_LEN + 1];
         struct disk_spares spares;
+        struct reaper reaper;
 };
 
 /* runsc matches container ids by prefix: every id has the same length. */
@@ -293,6 +295,7 @@ static int gv_open(const struct rt_config *cfg, void **ret, struct sbx_error *er
         if (mkdir(g->state, 0700) < 0 && errno != EEXIST)
                 return sbx_error_set(err, errno, "create `%s`", g->state);
         disk_spares_init(&g->spares);
+        reaper_init(&g->reaper, "gvisor");
         *ret = TAKE_PTR(g);
         return 0;
 }
@@ -303,6 +306,7 @@ static void gv_close(void *state)
         if (!g)
                 return;
         disk_spares_stop(&g->spares);
+        reaper_stop(&g->reaper);
         if (!cg_any_populated(&g->cg))
                 cg_remove_root(&g->cg);
         free(g);
@@ -614,9 +618,7 @@ static int gv_destroy(void *state, const struct rt_spec *spec, struct sbx_error 
                 return r;
         if ((r = cg_remove(&g->cg, spec->id, err)) < 0)
                 return r;
-        if ((r = rm_rf_at(AT_FDCWD, spec->dir)) < 0 && r != -ENOENT)
-                return sbx_error_set(err, -r, "remove sandbox dir `%s`", spec->dir);
-        return 0;
+        return reaper_put(&g->reaper, spec->dir, err);
 }
 
 /* ---- the rest: cgroup writes and the socket ---- */

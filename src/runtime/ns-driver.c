@@ -24,6 +24,7 @@
 #include "../common/fdpass.h"
 #include "cgroup.h"
 #include "disk.h"
+#include "reaper.h"
 #include "launch.h"
 #include "net.h"
 #include "seccomp.h"
@@ -41,6 +42,7 @@ struct ns_rt {
         struct zygote zygote;
         struct cg_layout cg;
         struct disk_spares spares;
+        struct reaper reaper;
 };
 
 /* ---- open / close ---- */
@@ -140,6 +142,7 @@ static int ns_open(const struct rt_config *cfg, void **ret, struct sbx_error *er
                 return r;
         rt->cg = ctx.cg;
         disk_spares_init(&rt->spares);
+        reaper_init(&rt->reaper, "ns");
         *ret = TAKE_PTR(rt);
         return 0;
 }
@@ -150,6 +153,7 @@ static void ns_close(void *state)
         if (!rt)
                 return;
         disk_spares_stop(&rt->spares);
+        reaper_stop(&rt->reaper);
         zygote_close(&rt->zygote);
         if (!cg_any_populated(&rt->cg))
                 cg_remove_root(&rt->cg);
@@ -218,11 +222,8 @@ static int ns_destroy(void *state, const struct rt_spec *spec, struct sbx_error 
         if ((r = cg_remove(&rt->cg, spec->id, err)) < 0)
                 return r;
         /* The overlay lived only in the sandbox's mount namespace, gone with
-         * its last process: nothing is mounted here on the host. rm_rf_at
-         * still never follows a symlink nor crosses a mount. */
-        if ((r = rm_rf_at(AT_FDCWD, spec->dir)) < 0)
-                return sbx_error_set(err, -r, "remove sandbox dir `%s`", spec->dir);
-        return 0;
+         * its last process: nothing is mounted here on the host. */
+        return reaper_put(&rt->reaper, spec->dir, err);
 }
 
 /* ---- rename ---- */

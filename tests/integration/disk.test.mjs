@@ -1,9 +1,10 @@
-// The spare disk images: a sandbox's capped writable layer is an ext4
-// image, and images of the sizes in use are made ahead of the starts that
-// take them (<state>/sandboxes/.disk-spare). A new sandbox takes a spare
-// (the very file), the spares are topped up again, a spare never carries
-// one sandbox's files into another, spares of a size no longer in use go,
-// and a copy cut short by a crash is never taken.
+// Sandbox disks. A sandbox's capped writable layer is an ext4 image, and
+// images of the sizes in use are made ahead of the starts that take them
+// (<state>/sandboxes/.disk-spare). A new sandbox takes a spare (the very
+// file), the spares are topped up again, a spare never carries one
+// sandbox's files into another, spares of a size no longer in use go, and
+// a copy cut short by a crash is never taken. A delete renames the dir
+// away and a reaper removes it (.trash-<driver>).
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { readdirSync, statSync, existsSync, writeFileSync, mkdirSync } from "node:fs";
@@ -80,4 +81,20 @@ test("after a restart with another disk limit, spares of the old size go; old sa
   await attachNew(c, "third");
   await until(() => spares(12 * GIB).length === 4 && spares(10 * GIB).length === 0);
   assert.equal((await c.sh("first", "cat /workspace/mine")).stdout, "secret\n", "an old sandbox keeps its image");
+});
+
+test("a delete takes the sandbox's dir away at once and its files go after; leftovers of a stopped daemon go too", async () => {
+  const c = new Client(d);
+  const dir = await attachNew(c, "doomed");
+  await c.sh("doomed", "head -c 8388608 /dev/urandom > /workspace/data && sync");
+  const trash = join(sandboxes(), GVISOR ? ".trash-gvisor" : ".trash-ns");
+  assert.equal((await c.control("DELETE", "/v1/sandboxes/doomed")).status, 204);
+  assert.ok(!existsSync(dir), "the sandbox's dir is gone from its place when the delete answers");
+  await until(() => existsSync(trash) && readdirSync(trash).length === 0);
+  // A leftover (a daemon stopped before its reaper was done) goes with the next delete.
+  mkdirSync(join(trash, "7.leftover/a/b"), { recursive: true });
+  writeFileSync(join(trash, "7.leftover/a/b/f"), "x");
+  await attachNew(c, "next");
+  assert.equal((await c.control("DELETE", "/v1/sandboxes/next")).status, 204);
+  await until(() => readdirSync(trash).length === 0);
 });

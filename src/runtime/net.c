@@ -21,6 +21,9 @@
  *    network the host is directly attached to (its LAN, even with public
  *    addresses), and not the sandbox range itself (no sandbox-to-sandbox
  *    traffic); no IPv6 at all (it is disabled on both ends of the pair);
+ *  - a new connection of a sandbox goes through its egress policy, the
+ *    map egress4 keyed by its address (egress.c); an address the daemon
+ *    has not registered yet gets nothing;
  *  - replies to what the sandbox opened come back (conntrack), nothing
  *    else enters; IPv4 is masqueraded to the host's outgoing address.
  * The host end runs strict reverse-path filtering, so a sandbox with
@@ -292,6 +295,9 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
             "                 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16,\n"
             "                 224.0.0.0/4, 240.0.0.0/4, %s/%u%s%s }\n"
             "  }\n"
+            "  map egress4 {\n"
+            "    type ipv4_addr : verdict;\n"
+            "  }\n"
             "  chain input {\n"
             "    type filter hook input priority filter - 10; policy accept;\n"
             "%s"
@@ -304,6 +310,8 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
             "    iifname %s ip saddr != %s/%u drop\n"
             "    iifname %s ip daddr @blocked4 reject with icmpx admin-prohibited\n"
             "    iifname %s oifname %s drop\n"
+            "    iifname %s ct state new ip saddr vmap @egress4\n"
+            "    iifname %s ct state new drop\n"
             "    iifname %s accept\n"
             "    oifname %s ct state established,related accept\n"
             "    oifname %s drop\n"
@@ -316,11 +324,12 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
             "  }\n"
             "}\n",
             t, t, t, base, n->prefix, onlink[0] ? ", " : "", onlink, dns_in, own, own, own, own,
-            base, n->prefix, own, own, own, own, own, own, lan, dns_nat, base, n->prefix, own);
+            base, n->prefix, own, own, own, own, own, own, own, own, lan, dns_nat, base, n->prefix,
+            own);
         return w < 0 || (size_t)w >= len ? -E2BIG : 0;
 }
 
-static int run_nft(const char *table, const char *rules, struct sbx_error *err)
+int net_run_nft(const char *table, const char *rules, struct sbx_error *err)
 {
         static const char *const paths[] = {"/usr/sbin/nft", "/sbin/nft", NULL};
         const char *nft = tool_find(paths);
@@ -390,7 +399,7 @@ int net_host_install(struct ns_net_cfg *cfg, struct sbx_error *err)
         char rules[NFT_RULES_MAX];
         if (nft_rules(cfg, router, rules, sizeof(rules)) < 0)
                 return sbx_error_set(err, E2BIG, "nftables rules");
-        if ((r = run_nft(cfg->table, rules, err)) < 0)
+        if ((r = net_run_nft(cfg->table, rules, err)) < 0)
                 return r;
         cfg->enabled = true;
         return 0;
@@ -403,7 +412,7 @@ int net_host_remove(const struct ns_net_cfg *cfg, struct sbx_error *err)
         char rules[128];
         snprintf(rules, sizeof(rules), "table inet %s\ndelete table inet %s\n", cfg->table,
                  cfg->table);
-        return run_nft(cfg->table, rules, err);
+        return net_run_nft(cfg->table, rules, err);
 }
 
 /* ---- rtnetlink ---- */
@@ -606,5 +615,33 @@ int net_sandbox_setup(const struct ns_net *n, struct sbx_error *err)
         if ((r = nl_addr_add(ifindex, n->sb_addr, 30)) < 0 || (r = nl_link_up(ifindex)) < 0 ||
             (r = nl_default_route(ifindex, n->host_addr)) < 0)
                 return sbx_error_set(err, -r, "configure the sandbox's eth0");
+        return 0;
+}
+
+/* ---- the sandbox's address, kept in its dir ---- */
+
+int net_addr_save(int dirfd, const struct ns_net *n, struct sbx_error *err)
+{
+        char addr[INET_ADDRSTRLEN], ip[INET_ADDRSTRLEN + 2];
+        fmt_ip(n->sb_addr, addr);
+        snprintf(ip, sizeof(ip), "%s\n", addr);
+        _cleanup_close_ int fd = openat(
+            dirfd, NET_ADDR_FILE, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        int r = fd < 0 ? -errno : write_all(fd, ip, strlen(ip));
+        return r < 0 ? sbx_error_set(err, -r, "write %s of the sandbox", NET_ADDR_FILE) : 0;
+}
+
+int net_addr_load(const char *dir, uint32_t *ret_addr)
+{
+        _cleanup_close_ int d = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        char text[32];
+        int r = d < 0 ? -errno : read_small_at(d, NET_ADDR_FILE, text, sizeof(text));
+        if (r < 0)
+                return r;
+        text[strcspn(text, "\n")] = '\0';
+        struct in_addr a;
+        if (inet_pton(AF_INET, text, &a) != 1)
+                return -EINVAL;
+        *ret_addr = ntohl(a.s_addr);
         return 0;
 }

@@ -53,3 +53,15 @@ int net_sandbox_setup(const struct ns_net *n, struct sbx_error *err);
 /* In a sandbox's netns: loopback up (a runtime that takes the namespace's
  * interfaces over, gVisor's, makes its own lo only from an up one). */
 int net_loopback_up(struct sbx_error *err);
+
+/* Run `nft -f -` with rules (about the instance's table): 0 or -errno with
+ * err saying what nft said. */
+int net_run_nft(const char *table, const char *rules, struct sbx_error *err);
+
+/* The sandbox's address, kept in <dir>/NET_ADDR_FILE by whoever made its
+ * veth pair (written once it has one), read by the daemon to tell its
+ * packets and DNS queries apart from another's. */
+#define NET_ADDR_FILE "net-addr"
+int net_addr_save(int dirfd, const struct ns_net *n, struct sbx_error *err);
+/* -ENOENT: the sandbox has no NAT address (yet). */
+int net_addr_load(const char *dir, uint32_t *ret_addr);

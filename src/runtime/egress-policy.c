@@ -107,7 +107,9 @@ int egress_entry_parse(const char *s, struct egress_entry *ret, struct sbx_error
         if (strchr(s, ':'))
                 return sbx_error_say(err, EINVAL,
                                      "`%s`: IPv6 is not routed for sandboxes (IPv4 only)", s);
-        if (isdigit((unsigned char)s[len - 1]) || strchr(s, '/'))
+        /* Digits, dots and a slash: an address or a network (a name's
+         * last label is never all digits). */
+        if (strspn(s, "0123456789./") == len || strchr(s, '/'))
                 return parse_cidr(s, ret, err);
         bool wild = len > 2 && s[0] == '*' && s[1] == '.';
         char name[EGRESS_NAME_MAX + 3];

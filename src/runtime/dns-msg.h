@@ -14,6 +14,7 @@
 #define DNSMSG_NAME_MAX 255 /* presentation form, with the dots */
 #define DNSMSG_TYPE_A 1
 #define DNSMSG_TYPE_AAAA 28
+#define DNSMSG_RCODE_SERVFAIL 2
 #define DNSMSG_RCODE_REFUSED 5
 
 /* A query's first question: its name in presentation form, lower case,

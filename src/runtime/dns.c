@@ -200,6 +200,20 @@ static void on_query(struct dns_forwarder *f)
         sendto(f->up, pkt, (size_t)n, MSG_DONTWAIT, (const struct sockaddr *)up, sizeof(*up));
 }
 
+/* An upstream's answer turned into SERVFAIL with its question only; the
+ * answer is unchanged when its question cannot be read. */
+static size_t refuse_answer(uint8_t *pkt, size_t n)
+{
+        char name[DNSMSG_NAME_MAX + 1];
+        uint16_t type;
+        size_t qend;
+        uint8_t flags = pkt[2];
+        pkt[2] = (uint8_t)(flags & 0x7f); /* read it as the query it answers */
+        int r = dnsmsg_question(pkt, n, name, &type, &qend);
+        pkt[2] = flags;
+        return r < 0 ? 0 : dnsmsg_refuse(pkt, qend, DNSMSG_RCODE_SERVFAIL);
+}
+
 static void on_answer(struct dns_forwarder *f)
 {
         uint8_t pkt[DNS_MAX_PACKET];
@@ -225,12 +239,15 @@ static void on_answer(struct dns_forwarder *f)
                 size_t na = 0;
                 if (dnsmsg_answers(pkt, (size_t)n, addrs, ARRAY_SIZE(addrs), &na) < 0)
                         na = 0;
-                /* Pinned before the sandbox has the answer. */
-                egress_dns_answer(f->eg, ntohl(p->client.sin_addr.s_addr), p->name, addrs, na);
+                /* Pinned before the sandbox has the answer; over its
+                 * budget of pins, a failure it may retry. */
+                if (!egress_dns_answer(f->eg, ntohl(p->client.sin_addr.s_addr), p->name, addrs, na))
+                        n = (ssize_t)refuse_answer(pkt, (size_t)n);
                 pkt[0] = (uint8_t)(p->client_id >> 8);
                 pkt[1] = (uint8_t)p->client_id;
-                sendto(f->sock, pkt, (size_t)n, MSG_DONTWAIT, (struct sockaddr *)&p->client,
-                       sizeof(p->client));
+                if (n > 0)
+                        sendto(f->sock, pkt, (size_t)n, MSG_DONTWAIT, (struct sockaddr *)&p->client,
+                               sizeof(p->client));
                 p->used = false;
                 return;
         }

@@ -58,6 +58,8 @@ static int open_network(const struct rt_config *cfg, struct ns_net_cfg *net,
 {
         int r = net_host_plan(cfg->net_range, cfg->instance, cfg->dns, cfg->dns_port != 0,
                               cfg->dns_upstream && *cfg->dns_upstream, net, err);
+        if (r == 0)
+                r = net_open_ranges(cfg->net_open_ranges, net, err);
         if (r < 0)
                 return r;
         /* A forwarder also where sandboxes resolve elsewhere: an egress

@@ -59,8 +59,9 @@ void egress_forget(struct egress *eg, uint64_t id);
 bool egress_dns_query(struct egress *eg, uint32_t src, const char *name);
 /* The forwarder: an answer for name to src with these A records: pinned
  * for their TTL where the policy needs it (before the answer goes out),
- * logged. */
-void egress_dns_answer(struct egress *eg, uint32_t src, const char *name,
+ * logged. false: the sandbox has spent its budget of new pins (a hundred
+ * a second); the answer is to be refused (SERVFAIL: it may retry). */
+bool egress_dns_answer(struct egress *eg, uint32_t src, const char *name,
                        const struct dnsmsg_addr *a, size_t n);
 
 /* Up to max of sandbox id's recent events, oldest first; -ENOENT when it

@@ -27,6 +27,7 @@
 #include <linux/netfilter/nfnetlink_log.h>
 #include <linux/netlink.h>
 #include <netinet/in.h>
+#include <nftables/libnftables.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,12 @@
 #define NFLOG_TRIES 256
 #define NFLOG_COPY 64 /* bytes of each packet: its IPv4 header and ports */
 #define PINS_MAX 1024 /* pinned addresses remembered per sandbox */
+/* New pins per sandbox: a sandbox that resolves names by the thousand
+ * would otherwise hold the forwarder's thread (an nft transaction per
+ * answer) for its neighbours. A budget of PIN_BURST, refilled at
+ * PIN_RATE a second. */
+#define PIN_RATE 100
+#define PIN_BURST 200
 #define NFT_SCRIPT_MAX (64 * 1024)
 
 struct pin {
@@ -55,6 +62,8 @@ struct egress_sb {
         size_t log_head, log_n;
         struct pin pins[PINS_MAX];
         size_t n_pins;
+        double pin_tokens; /* the budget of new pins */
+        int64_t pin_at_ms; /* when it was last refilled (monotonic) */
 };
 
 struct egress {
@@ -66,6 +75,10 @@ struct egress {
         struct egress_sb **v;
         size_t n, cap;
         atomic_uint_fast64_t denied, dns_allowed, dns_refused;
+        /* Pins go through libnftables in-process, from the forwarder's
+         * thread only (a context is not to be shared between threads);
+         * everything else runs nft. NULL: pins run nft too. */
+        struct nft_ctx *pin_ctx;
 };
 
 /* ---- NFLOG ---- */
@@ -290,6 +303,12 @@ int egress_open(const char *table, bool dns, struct egress **ret, struct sbx_err
         snprintf(eg->table, sizeof(eg->table), "%s", table);
         eg->dns = dns;
         eg->nflog_fd = nflog_open(table, &eg->nflog_group);
+        eg->pin_ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+        if (eg->pin_ctx &&
+            (nft_ctx_buffer_output(eg->pin_ctx) < 0 || nft_ctx_buffer_error(eg->pin_ctx) < 0)) {
+                nft_ctx_free(eg->pin_ctx);
+                eg->pin_ctx = NULL;
+        }
         if (eg->nflog_fd < 0)
                 eg->nflog_group = 0;
         *ret = eg;
@@ -302,6 +321,8 @@ void egress_close(struct egress *eg)
                 return;
         if (eg->nflog_fd >= 0)
                 close(eg->nflog_fd);
+        if (eg->pin_ctx)
+                nft_ctx_free(eg->pin_ctx);
         for (size_t i = 0; i < eg->n; i++)
                 sb_free(eg->v[i]);
         free(eg->v);
@@ -485,11 +506,42 @@ static bool pin_locked(struct egress_sb *s, uint32_t a, uint32_t ttl, int64_t no
         return true;
 }
 
-void egress_dns_answer(struct egress *eg, uint32_t src, const char *name,
+/* Take one from s's budget of new pins; false when it is spent. */
+static bool pin_budget_locked(struct egress_sb *s, int64_t now)
+{
+        if (s->pin_at_ms == 0)
+                s->pin_tokens = PIN_BURST;
+        else
+                s->pin_tokens =
+                    MIN((double)PIN_BURST,
+                        s->pin_tokens + (double)(now - s->pin_at_ms) * PIN_RATE / 1000.0);
+        s->pin_at_ms = now;
+        if (s->pin_tokens < 1)
+                return false;
+        s->pin_tokens -= 1;
+        return true;
+}
+
+/* Whether any of a's addresses needs a new pin in s. */
+static bool needs_pin_locked(const struct egress_sb *s, const struct dnsmsg_addr *a, size_t n,
+                             int64_t now)
+{
+        for (size_t i = 0; i < n; i++) {
+                bool fresh = false;
+                for (size_t k = 0; k < s->n_pins && !fresh; k++)
+                        fresh = s->pins[k].addr == a[i].addr &&
+                                s->pins[k].until_ms - now > (int64_t)clamp_ttl(a[i].ttl) * 500;
+                if (!fresh)
+                        return true;
+        }
+        return false;
+}
+
+bool egress_dns_answer(struct egress *eg, uint32_t src, const char *name,
                        const struct dnsmsg_addr *a, size_t n)
 {
         if (!eg)
-                return;
+                return true;
         struct buf b;
         buf_init(&b, NFT_SCRIPT_MAX);
         int64_t now = mono_ms();
@@ -497,6 +549,13 @@ void egress_dns_answer(struct egress *eg, uint32_t src, const char *name,
         struct egress_sb *s = by_addr(eg, src);
         uint64_t id = s ? s->id : 0;
         bool pins = s && s->policy && s->policy->has_allow;
+        if (pins && needs_pin_locked(s, a, n, now) && !pin_budget_locked(s, now)) {
+                dns_event(s, name, false, a, n);
+                atomic_fetch_add(&eg->dns_refused, 1);
+                pthread_mutex_unlock(&eg->lock);
+                buf_free(&b);
+                return false;
+        }
         for (size_t i = 0; pins && i < n; i++) {
                 uint32_t ttl = clamp_ttl(a[i].ttl);
                 if (!pin_locked(s, a[i].addr, ttl, now))
@@ -519,9 +578,16 @@ void egress_dns_answer(struct egress *eg, uint32_t src, const char *name,
         pthread_mutex_unlock(&eg->lock);
         /* Before the answer goes out: the sandbox connects as soon as it
          * has it. */
-        if (b.len)
+        if (b.len && eg->pin_ctx && buf_terminate(&b) == 0) {
+                nft_run_cmd_from_buffer(eg->pin_ctx, (const char *)b.data);
+                /* Read, so that the buffers start empty next time. */
+                nft_ctx_get_output_buffer(eg->pin_ctx);
+                nft_ctx_get_error_buffer(eg->pin_ctx);
+        } else if (b.len) {
                 run_script(eg, &b, NULL);
+        }
         buf_free(&b);
+        return true;
 }
 
 /* One NFLOG packet message: the IPv4 packet that was refused. */

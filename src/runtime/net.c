@@ -20,7 +20,8 @@
  *  - no private, shared, link-local, multicast or reserved IPv4 range, no
  *    network the host is directly attached to (its LAN, even with public
  *    addresses), and not the sandbox range itself (no sandbox-to-sandbox
- *    traffic); no IPv6 at all (it is disabled on both ends of the pair);
+ *    traffic), but for what the operator opens (net_open_ranges, the set
+ *    opened4); no IPv6 at all (it is disabled on both ends of the pair);
  *  - a new connection of a sandbox goes through its egress policy, the
  *    map egress4 keyed by its address (egress.c); an address the daemon
  *    has not registered yet gets nothing;
@@ -33,6 +34,7 @@
 #include "net.h"
 #include "runtime.h"
 #include "../common/tool.h"
+#include "egress.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -49,7 +51,7 @@
 
 #define NL_BUF 1024
 #define NET_IF_PREFIX "sbd"
-#define NFT_RULES_MAX 4096
+#define NFT_RULES_MAX 8192
 /* A veth name has IFNAMSIZ - 1 bytes: the instance's prefix (9) and at most
  * 6 digits of the index of its /30, so a range serves at most that many. */
 #define NET_MAX_SLOTS 1000000u
@@ -276,6 +278,9 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
                          own, vip, (unsigned)n->dns_port);
         }
         host_routes(up, sizeof(up), onlink, sizeof(onlink));
+        char opened[sizeof(n->open4) + 32] = "";
+        if (n->open4[0])
+                snprintf(opened, sizeof(opened), "    elements = { %s }\n", n->open4);
         /* A host that did not route before must not start routing for its
          * LAN: new flows arriving on an uplink go to a sandbox (replies) or
          * nowhere. Other forwarding (containers, published ports) is left
@@ -295,6 +300,10 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
             "                 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16,\n"
             "                 224.0.0.0/4, 240.0.0.0/4, %s/%u%s%s }\n"
             "  }\n"
+            "  set opened4 {\n"
+            "    type ipv4_addr; flags interval; auto-merge;\n"
+            "%s"
+            "  }\n"
             "  map egress4 {\n"
             "    type ipv4_addr : verdict;\n"
             "  }\n"
@@ -308,7 +317,8 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
             "    type filter hook forward priority filter - 10; policy accept;\n"
             "    iifname %s meta nfproto ipv6 drop\n"
             "    iifname %s ip saddr != %s/%u drop\n"
-            "    iifname %s ip daddr @blocked4 reject with icmpx admin-prohibited\n"
+            "    iifname %s ip daddr @blocked4 ip daddr != @opened4 reject with icmpx "
+            "admin-prohibited\n"
             "    iifname %s oifname %s drop\n"
             "    iifname %s ct state new ip saddr vmap @egress4\n"
             "    iifname %s ct state new drop\n"
@@ -323,9 +333,9 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
             "    ip saddr %s/%u oifname != %s masquerade\n"
             "  }\n"
             "}\n",
-            t, t, t, base, n->prefix, onlink[0] ? ", " : "", onlink, dns_in, own, own, own, own,
-            base, n->prefix, own, own, own, own, own, own, own, own, lan, dns_nat, base, n->prefix,
-            own);
+            t, t, t, base, n->prefix, onlink[0] ? ", " : "", onlink, opened, dns_in, own, own, own,
+            own, base, n->prefix, own, own, own, own, own, own, own, own, lan, dns_nat, base,
+            n->prefix, own);
         return w < 0 || (size_t)w >= len ? -E2BIG : 0;
 }
 
@@ -384,6 +394,29 @@ int net_host_plan(const char *range, const char *instance, const char *dns, bool
                 fmt_ip(ret->base + 1, vip);
                 snprintf(ret->resolv, sizeof(ret->resolv), "nameserver %s\noptions edns0\n", vip);
                 ret->forward = true;
+        }
+        return 0;
+}
+
+int net_open_ranges(const char *list, struct ns_net_cfg *ret, struct sbx_error *err)
+{
+        ret->open4[0] = '\0';
+        if (!list || !*list)
+                return 0;
+        char buf[sizeof(ret->open4)];
+        if (snprintf(buf, sizeof(buf), "%s", list) >= (int)sizeof(buf))
+                return sbx_error_say(err, E2BIG, "net_open_ranges: the list is too long");
+        char *save = NULL;
+        for (char *t = strtok_r(buf, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
+                struct egress_entry e;
+                struct sbx_error why = {0};
+                if (egress_entry_parse(t, &e, &why) < 0 || e.kind != EGRESS_CIDR)
+                        return sbx_error_say(err, EINVAL, "net_open_ranges: %s",
+                                             why.msg[0] ? why.msg : "an IPv4 network, a.b.c.d/n");
+                char item[EGRESS_NAME_MAX + 8];
+                egress_entry_format(&e, item, sizeof(item));
+                size_t l = strlen(ret->open4);
+                snprintf(ret->open4 + l, sizeof(ret->open4) - l, "%s%s", l ? ", " : "", item);
         }
         return 0;
 }

@@ -22,6 +22,7 @@ struct ns_net_cfg {
         uint16_t dns_port; /* != 0: DNS to the range's first address goes to the forwarder here */
         char table[40];    /* the instance's nftables table, "sandboxd-<instance>" */
         char ifprefix[12]; /* host ends of its veth pairs: <ifprefix><N> */
+        char open4[1024];  /* nft elements of net_open_ranges, "a/n, b/m"; "" = none */
 };
 /* One sandbox's veth pair. */
 struct ns_net {
@@ -35,6 +36,9 @@ struct ns_net {
  * (forwarder: one may run). range NULL: NAT stays off, nothing changes. */
 int net_host_plan(const char *range, const char *instance, const char *dns, bool forwarder,
                   bool force_forward, struct ns_net_cfg *ret, struct sbx_error *err);
+/* The operator's opt-in (rt_config.net_open_ranges, "a/n,b/m") into
+ * ret->open4; -EINVAL naming a bad network. */
+int net_open_ranges(const char *list, struct ns_net_cfg *ret, struct sbx_error *err);
 /* Then (with cfg->dns_port set when forwarding): turn on forwarding and
  * install (or replace) the instance's nftables table. */
 int net_host_install(struct ns_net_cfg *cfg, struct sbx_error *err);

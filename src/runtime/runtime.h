@@ -74,6 +74,10 @@ struct rt_config {
         int32_t dns_port;         /* port of the DNS forwarder; 0 = none, -1 = any free */
         const char *dns_upstream; /* where it forwards; NULL or "" = the host's
                                      own nameservers */
+        /* IPv4 networks, comma-separated, that NAT sandboxes may reach
+         * although the fixed rules block them (a LAN service, a private
+         * mirror); NULL or "" = none. Egress policies still apply. */
+        const char *net_open_ranges;
         /* The drivers to open; NULL = the built-in ones (ns). */
         const struct rt_driver *const *drivers;
         size_t n_drivers;

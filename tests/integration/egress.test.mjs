@@ -24,6 +24,8 @@ const NS = `sbdeg${process.pid}`;
 const HOST_IF = `egh${process.pid % 1000000}`, PEER_IF = `egp${process.pid % 1000000}`;
 const LINK = `10.253.${k}`; // a /30: .1 the host, .2 the namespace
 const A = `203.0.113.${k}`, B = `198.51.100.${k}`, C = `198.19.${k}.7`, D = `203.0.113.${k + 128}`;
+// Private addresses: blocked unless the operator opens their range (P's).
+const P = `10.252.${k}.9`, Q = `10.251.${k}.9`;
 const PORT = 8080;
 const NAMES = {
   "a.egress.test": A,
@@ -46,7 +48,7 @@ function outsideUp() {
   ip("-n", NS, "addr", "add", `${LINK}.2/30`, "dev", PEER_IF);
   ip("-n", NS, "link", "set", PEER_IF, "up");
   ip("-n", NS, "link", "set", "lo", "up");
-  for (const a of [A, B, C, D]) {
+  for (const a of [A, B, C, D, P, Q]) {
     ip("-n", NS, "addr", "add", `${a}/32`, "dev", "lo");
     ip("route", "add", `${a}/32`, "via", `${LINK}.2`, "dev", HOST_IF);
   }
@@ -61,7 +63,7 @@ function outsideUp() {
 
 function outsideDown() {
   if (server) quiet(() => process.kill(server.pid, "SIGKILL"));
-  for (const a of [A, B, C, D]) quiet(() => ip("route", "del", `${a}/32`));
+  for (const a of [A, B, C, D, P, Q]) quiet(() => ip("route", "del", `${a}/32`));
   quiet(() => ip("link", "del", HOST_IF));
   quiet(() => ip("netns", "del", NS));
 }
@@ -233,4 +235,27 @@ test("each daemon has its own table; its NFLOG group is its own", () => {
   const t = execFileSync("nft", ["list", "table", "inet", `sandboxd-${inst}`]).toString();
   assert.match(t, /map egress4/);
   assert.match(t, /log group \d+/);
+});
+
+test("a private range is reached only where the operator opens it, and a policy still applies there", async () => {
+  assert.equal(await fetchFrom("open", P), "refused");
+  const d2 = await new Daemon({ args: ["--network", "nat", "--pool-size", "0", "--gvisor-pool-size", "0",
+    "--disk-limit", "64M", "--dns-upstream", `127.0.0.1:${up.port}`, "--net-open-ranges", `10.252.${k}.0/24`] }).start();
+  const saved = c;
+  try {
+    c = new Client(d2);
+    await attachWith("lan");
+    assert.equal(await fetchFrom("lan", P), P);
+    assert.equal(await fetchFrom("lan", Q), "refused"); // the rest of 10/8 stays closed
+    const r = await c.data("lan", "PUT", "/network", { deny: [`${P}/32`] });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(await fetchFrom("lan", P), "refused");
+  } finally {
+    c = saved;
+    await d2.destroy();
+  }
+  // A bad range keeps the daemon from starting.
+  const bad = new Daemon({ args: ["--network", "nat", "--net-open-ranges", "10.0.0.1/8"] });
+  await assert.rejects(bad.start(), /net_open_ranges/);
+  await bad.destroy();
 });

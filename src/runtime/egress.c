@@ -6,7 +6,8 @@
  * sandbox's new connections through the map `egress4`, keyed by the
  * sandbox's address, to its verdict: `accept` for a sandbox with no
  * policy, `jump e<id>` for one with, whose chain reads
- *     ip daddr @e<id>d  log, reject        deny CIDRs first
+ *     ip daddr @e<id>d  log, reject        deny CIDRs first (the log
+ *                                          rate-limited per sandbox)
  *     ip daddr @e<id>a  accept             allow CIDRs
  *     ip daddr @e<id>n  accept             addresses pinned by DNS answers
  *     log, reject                          (with an allow list; else accept)
@@ -46,6 +47,8 @@
  * answer) for its neighbours. A budget of PIN_BURST, refilled at
  * PIN_RATE a second. */
 #define PIN_RATE 100
+#define LOG_RATE 20 /* refused packets logged per sandbox and second */
+#define LOG_BURST 50
 #define PIN_BURST 200
 #define NFT_SCRIPT_MAX (64 * 1024)
 
@@ -58,7 +61,8 @@ struct egress_sb {
         uint64_t id;
         uint32_t addr;
         struct egress_policy *policy; /* NULL: none */
-        struct egress_event *log;     /* ring of EGRESS_LOG_MAX, allocated with the entry */
+        struct egress_event *log;     /* ring of EGRESS_LOG_MAX, allocated at the first event */
+        bool chain;                   /* its chain and sets exist */
         size_t log_head, log_n;
         struct pin pins[PINS_MAX];
         size_t n_pins;
@@ -183,6 +187,9 @@ static void drop_at(struct egress *eg, size_t i)
 
 static void log_push(struct egress_sb *s, const struct egress_event *e)
 {
+        /* Made at its first event: most sandboxes never have one. */
+        if (!s->log && !(s->log = calloc(EGRESS_LOG_MAX, sizeof(*s->log))))
+                return;
         size_t at = (s->log_head + s->log_n) % EGRESS_LOG_MAX;
         s->log[at] = *e;
         if (s->log_n < EGRESS_LOG_MAX)
@@ -231,9 +238,13 @@ static int chain_script(struct buf *b, const struct egress *eg, uint64_t id,
                         const struct egress_policy *p)
 {
         const char *t = eg->table;
-        char log[48] = "";
+        /* Logged at most LOG_RATE a second per sandbox (the rest is
+         * refused all the same): a sandbox that knocks at refused
+         * addresses by the million cannot flood the log's reader. */
+        char log[96] = "";
         if (eg->nflog_group)
-                snprintf(log, sizeof(log), "log group %u ", (unsigned)eg->nflog_group);
+                snprintf(log, sizeof(log), "limit rate %d/second burst %d packets log group %u ",
+                         LOG_RATE, LOG_BURST, (unsigned)eg->nflog_group);
         int r = buf_printf(b,
                            "add set inet %s e%llud { type ipv4_addr; flags interval; }\n"
                            "add set inet %s e%llua { type ipv4_addr; flags interval; }\n"
@@ -266,19 +277,25 @@ static int chain_script(struct buf *b, const struct egress *eg, uint64_t id,
                 b->len = mark;
         else if (r >= 0)
                 r = buf_printf(b, " }\n");
+        if (r >= 0 && log[0])
+                r = buf_printf(b, "add rule inet %s e%llu ip daddr @e%llud %s\n", t,
+                               (unsigned long long)id, (unsigned long long)id, log);
         if (r >= 0)
                 r = buf_printf(b,
-                               "add rule inet %s e%llu ip daddr @e%llud %sreject with icmpx "
+                               "add rule inet %s e%llu ip daddr @e%llud reject with icmpx "
                                "admin-prohibited\n",
-                               t, (unsigned long long)id, (unsigned long long)id, log);
+                               t, (unsigned long long)id, (unsigned long long)id);
         if (r >= 0 && p->has_allow)
                 r = buf_printf(b,
                                "add rule inet %s e%llu ip daddr @e%llua accept\n"
-                               "add rule inet %s e%llu ip daddr @e%llun accept\n"
-                               "add rule inet %s e%llu %sreject with icmpx admin-prohibited\n",
+                               "add rule inet %s e%llu ip daddr @e%llun accept\n",
                                t, (unsigned long long)id, (unsigned long long)id, t,
-                               (unsigned long long)id, (unsigned long long)id, t,
-                               (unsigned long long)id, log);
+                               (unsigned long long)id, (unsigned long long)id);
+        if (r >= 0 && p->has_allow && log[0])
+                r = buf_printf(b, "add rule inet %s e%llu %s\n", t, (unsigned long long)id, log);
+        if (r >= 0 && p->has_allow)
+                r = buf_printf(b, "add rule inet %s e%llu reject with icmpx admin-prohibited\n", t,
+                               (unsigned long long)id);
         else if (r >= 0) /* past the deny list, everything */
                 r = buf_printf(b, "add rule inet %s e%llu accept\n", t, (unsigned long long)id);
         return r;
@@ -361,12 +378,8 @@ static struct egress_sb *entry_locked(struct egress *eg, uint64_t id, uint32_t a
                 eg->cap = cap;
         }
         s = calloc(1, sizeof(*s));
-        if (s)
-                s->log = calloc(EGRESS_LOG_MAX, sizeof(*s->log));
-        if (!s || !s->log) {
-                sb_free(s);
+        if (!s)
                 return NULL;
-        }
         s->id = id;
         s->addr = addr;
         eg->v[eg->n++] = s;
@@ -411,6 +424,7 @@ int egress_set(struct egress *eg, uint64_t id, uint32_t addr, const struct egres
         if (s) {
                 free(s->policy);
                 s->policy = copy;
+                s->chain |= active;
                 s->n_pins = 0; /* the set was flushed */
         } else {
                 free(copy);
@@ -426,7 +440,7 @@ void egress_forget(struct egress *eg, uint64_t id)
         pthread_mutex_lock(&eg->lock);
         struct egress_sb *s = by_id(eg, id);
         uint32_t addr = s ? s->addr : 0;
-        bool had = s && s->policy;
+        bool had = s && s->chain;
         for (size_t i = 0; i < eg->n; i++)
                 if (eg->v[i]->id == id)
                         drop_at(eg, i);

@@ -230,7 +230,7 @@ test("a policy survives a daemon restart and is in force for the sandbox it adop
   assert.equal(await fetchFrom("open", A), A);
 });
 
-test("each daemon has its own table; its NFLOG group is its own", () => {
+test("the daemon's table holds the egress map and logs to its NFLOG group", () => {
   const inst = readFileSync(join(d.state, "instance-id"), "utf8").trim();
   const t = execFileSync("nft", ["list", "table", "inet", `sandboxd-${inst}`]).toString();
   assert.match(t, /map egress4/);
@@ -250,6 +250,12 @@ test("a private range is reached only where the operator opens it, and a policy 
     const r = await c.data("lan", "PUT", "/network", { deny: [`${P}/32`] });
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.equal(await fetchFrom("lan", P), "refused");
+    // Two daemons at once: two tables, each logging to an NFLOG group of its own.
+    const group = (D) => {
+      const inst = readFileSync(join(D.state, "instance-id"), "utf8").trim();
+      return execFileSync("nft", ["list", "table", "inet", `sandboxd-${inst}`]).toString().match(/log group (\d+)/)[1];
+    };
+    assert.notEqual(group(d), group(d2));
   } finally {
     c = saved;
     await d2.destroy();

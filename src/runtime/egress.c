@@ -79,10 +79,13 @@ struct egress {
         struct egress_sb **v;
         size_t n, cap;
         atomic_uint_fast64_t denied, dns_allowed, dns_refused;
-        /* Pins go through libnftables in-process, from the forwarder's
-         * thread only (a context is not to be shared between threads);
-         * everything else runs nft. NULL: pins run nft too. */
+        /* Everything goes through libnftables in-process (an nft run costs
+         * tens of milliseconds, most of it nft starting): pins with a
+         * context of the forwarder's thread alone, the rest (set, forget)
+         * with one the API's threads take turns at. NULL: nft runs. */
         struct nft_ctx *pin_ctx;
+        struct nft_ctx *ctl_ctx;
+        pthread_mutex_t ctl_lock;
 };
 
 /* ---- NFLOG ---- */
@@ -301,12 +304,45 @@ static int chain_script(struct buf *b, const struct egress *eg, uint64_t id,
         return r;
 }
 
-static int run_script(const struct egress *eg, struct buf *b, struct sbx_error *err)
+static struct nft_ctx *nft_open(void)
+{
+        struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+        if (ctx && (nft_ctx_buffer_output(ctx) < 0 || nft_ctx_buffer_error(ctx) < 0)) {
+                nft_ctx_free(ctx);
+                ctx = NULL;
+        }
+        return ctx;
+}
+
+/* Run script with ctx: 0, or -EIO with err saying what nft said. */
+static int nft_script(struct nft_ctx *ctx, const char *table, const char *script,
+                      struct sbx_error *err)
+{
+        int r = nft_run_cmd_from_buffer(ctx, script);
+        /* Read both, so that the buffers start empty next time. */
+        nft_ctx_get_output_buffer(ctx);
+        const char *msg = nft_ctx_get_error_buffer(ctx);
+        if (r == 0)
+                return 0;
+        char one[256];
+        snprintf(one, sizeof(one), "%s", msg && *msg ? msg : "nft failed");
+        for (char *p = one; *p; p++)
+                if (*p == '\n')
+                        *p = ' ';
+        return sbx_error_set(err, EIO, "nftables table inet %s: %s", table, one);
+}
+
+static int run_script(struct egress *eg, struct buf *b, struct sbx_error *err)
 {
         int r = buf_terminate(b);
         if (r < 0)
                 return sbx_error_set(err, -r, "egress rules: too long");
-        return net_run_nft(eg->table, b->data, err);
+        if (!eg->ctl_ctx)
+                return net_run_nft(eg->table, b->data, err);
+        pthread_mutex_lock(&eg->ctl_lock);
+        r = nft_script(eg->ctl_ctx, eg->table, b->data, err);
+        pthread_mutex_unlock(&eg->ctl_lock);
+        return r;
 }
 
 /* ---- the calls ---- */
@@ -320,12 +356,9 @@ int egress_open(const char *table, bool dns, struct egress **ret, struct sbx_err
         snprintf(eg->table, sizeof(eg->table), "%s", table);
         eg->dns = dns;
         eg->nflog_fd = nflog_open(table, &eg->nflog_group);
-        eg->pin_ctx = nft_ctx_new(NFT_CTX_DEFAULT);
-        if (eg->pin_ctx &&
-            (nft_ctx_buffer_output(eg->pin_ctx) < 0 || nft_ctx_buffer_error(eg->pin_ctx) < 0)) {
-                nft_ctx_free(eg->pin_ctx);
-                eg->pin_ctx = NULL;
-        }
+        pthread_mutex_init(&eg->ctl_lock, NULL);
+        eg->pin_ctx = nft_open();
+        eg->ctl_ctx = nft_open();
         if (eg->nflog_fd < 0)
                 eg->nflog_group = 0;
         *ret = eg;
@@ -340,6 +373,9 @@ void egress_close(struct egress *eg)
                 close(eg->nflog_fd);
         if (eg->pin_ctx)
                 nft_ctx_free(eg->pin_ctx);
+        if (eg->ctl_ctx)
+                nft_ctx_free(eg->ctl_ctx);
+        pthread_mutex_destroy(&eg->ctl_lock);
         for (size_t i = 0; i < eg->n; i++)
                 sb_free(eg->v[i]);
         free(eg->v);
@@ -592,14 +628,10 @@ bool egress_dns_answer(struct egress *eg, uint32_t src, const char *name,
         pthread_mutex_unlock(&eg->lock);
         /* Before the answer goes out: the sandbox connects as soon as it
          * has it. */
-        if (b.len && eg->pin_ctx && buf_terminate(&b) == 0) {
-                nft_run_cmd_from_buffer(eg->pin_ctx, (const char *)b.data);
-                /* Read, so that the buffers start empty next time. */
-                nft_ctx_get_output_buffer(eg->pin_ctx);
-                nft_ctx_get_error_buffer(eg->pin_ctx);
-        } else if (b.len) {
+        if (b.len && eg->pin_ctx && buf_terminate(&b) == 0)
+                nft_script(eg->pin_ctx, eg->table, (const char *)b.data, NULL);
+        else if (b.len)
                 run_script(eg, &b, NULL);
-        }
         buf_free(&b);
         return true;
 }

@@ -16,7 +16,7 @@ import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { Daemon, Client, until } from "./lib/daemon.mjs";
+import { Daemon, Client, until, GVISOR } from "./lib/daemon.mjs";
 import { fakeDns } from "./lib/dns.mjs";
 
 const k = (process.pid % 120) + 1;
@@ -264,4 +264,19 @@ test("a private range is reached only where the operator opens it, and a policy 
   const bad = new Daemon({ args: ["--network", "nat", "--net-open-ranges", "10.0.0.1/8"] });
   await assert.rejects(bad.start(), /net_open_ranges/);
   await bad.destroy();
+});
+
+test("a fork keeps the policy of the sandbox it is made from", async () => {
+  await attachWith("origin", { allow: ["a.egress.test"], deny: [`${C}/32`] });
+  if (GVISOR) {
+    const ck = await c.data("origin", "POST", "/checkpoint", { keepRunning: true });
+    assert.equal(ck.status, 200, JSON.stringify(ck.body));
+  }
+  const f = await c.data("origin", "POST", "/fork", { name: "forked" });
+  assert.equal(f.status, 200, JSON.stringify(f.body));
+  c.handles.set("forked", f.body);
+  const r = await c.data("forked", "GET", "/network");
+  assert.deepEqual(r.body.egress, { allow: ["a.egress.test"], deny: [`${C}/32`] });
+  assert.equal(await fetchFrom("forked", B), "refused");
+  assert.equal(await fetchFrom("forked", "a.egress.test"), A);
 });

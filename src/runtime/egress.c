@@ -441,11 +441,18 @@ int egress_set(struct egress *eg, uint64_t id, uint32_t addr, const struct egres
         fmt_ip4(addr, ip);
         snprintf(verdict, sizeof(verdict), "jump e%llu", (unsigned long long)id);
         pthread_mutex_lock(&eg->lock);
-        bool present = by_addr(eg, addr) != NULL;
+        const struct egress_sb *prev = by_addr(eg, addr);
+        bool present = prev != NULL, forced = prev && prev->policy;
         pthread_mutex_unlock(&eg->lock);
         int r = active ? chain_script(&b, eg, id, p) : 0;
         if (r >= 0)
                 r = map_element(&b, eg->table, ip, present, active ? verdict : "accept");
+        /* Its DNS goes to the forwarder whatever server it asks, while it
+         * has a policy (net.c, dnsforce4). */
+        if (r >= 0 && eg->dns && forced)
+                r = buf_printf(&b, "delete element inet %s dnsforce4 { %s }\n", eg->table, ip);
+        if (r >= 0 && eg->dns && active)
+                r = buf_printf(&b, "add element inet %s dnsforce4 { %s }\n", eg->table, ip);
         if (r >= 0)
                 r = run_script(eg, &b, err);
         else
@@ -476,7 +483,7 @@ void egress_forget(struct egress *eg, uint64_t id)
         pthread_mutex_lock(&eg->lock);
         struct egress_sb *s = by_id(eg, id);
         uint32_t addr = s ? s->addr : 0;
-        bool had = s && s->chain;
+        bool had = s && s->chain, forced = s && s->policy && eg->dns;
         for (size_t i = 0; i < eg->n; i++)
                 if (eg->v[i]->id == id)
                         drop_at(eg, i);
@@ -492,6 +499,8 @@ void egress_forget(struct egress *eg, uint64_t id)
         /* Its address goes back to "not registered" (dropped) until the
          * next sandbox there registers. */
         int r = buf_printf(&b, "delete element inet %s egress4 { %s }\n", t, ip);
+        if (r >= 0 && forced)
+                r = buf_printf(&b, "delete element inet %s dnsforce4 { %s }\n", t, ip);
         if (r >= 0 && had)
                 r = buf_printf(&b,
                                "delete chain inet %s e%llu\ndelete set inet %s e%llud\n"

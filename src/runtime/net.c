@@ -258,7 +258,7 @@ static void host_routes(char *uplinks, size_t ulen, char *onlink, size_t olen)
 static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t len)
 {
         char base[INET_ADDRSTRLEN], up[256], lan[512] = "", onlink[1024];
-        char dns_in[256] = "", dns_nat[512] = "", own[24];
+        char dns_in[256] = "", dns_nat[640] = "", dns_fwd[160] = "", own[24];
         const char *t = n->table;
         fmt_ip(n->base, base);
         snprintf(own, sizeof(own), "\"%s*\"", n->ifprefix);
@@ -270,12 +270,20 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
                 snprintf(dns_in, sizeof(dns_in),
                          "    iifname %s udp dport %u ct status dnat accept\n", own,
                          (unsigned)n->dns_port);
+                /* A sandbox with an egress policy (the set dnsforce4,
+                 * egress.c) has every UDP query to port 53 answered by the
+                 * forwarder, whatever resolver it names, and no DNS over
+                 * TCP to port 53 (the forwarder has none). */
                 snprintf(dns_nat, sizeof(dns_nat),
                          "  chain prerouting {\n"
                          "    type nat hook prerouting priority dstnat; policy accept;\n"
                          "    iifname %s ip daddr %s udp dport 53 redirect to :%u\n"
+                         "    iifname %s ip saddr @dnsforce4 udp dport 53 redirect to :%u\n"
                          "  }\n",
-                         own, vip, (unsigned)n->dns_port);
+                         own, vip, (unsigned)n->dns_port, own, (unsigned)n->dns_port);
+                snprintf(dns_fwd, sizeof(dns_fwd),
+                         "    iifname %s ip saddr @dnsforce4 tcp dport 53 reject with tcp reset\n",
+                         own);
         }
         host_routes(up, sizeof(up), onlink, sizeof(onlink));
         char opened[sizeof(n->open4) + 32] = "";
@@ -304,6 +312,9 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
             "    type ipv4_addr; flags interval; auto-merge;\n"
             "%s"
             "  }\n"
+            "  set dnsforce4 {\n"
+            "    type ipv4_addr;\n"
+            "  }\n"
             "  map egress4 {\n"
             "    type ipv4_addr : verdict;\n"
             "  }\n"
@@ -320,6 +331,7 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
             "    iifname %s ip daddr @blocked4 ip daddr != @opened4 reject with icmpx "
             "admin-prohibited\n"
             "    iifname %s oifname %s drop\n"
+            "%s"
             "    iifname %s ct state new ip saddr vmap @egress4\n"
             "    iifname %s ct state new drop\n"
             "    iifname %s accept\n"
@@ -334,8 +346,8 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
             "  }\n"
             "}\n",
             t, t, t, base, n->prefix, onlink[0] ? ", " : "", onlink, opened, dns_in, own, own, own,
-            own, base, n->prefix, own, own, own, own, own, own, own, own, lan, dns_nat, base,
-            n->prefix, own);
+            own, base, n->prefix, own, own, own, dns_fwd, own, own, own, own, own, lan, dns_nat,
+            base, n->prefix, own);
         return w < 0 || (size_t)w >= len ? -E2BIG : 0;
 }
 

@@ -55,8 +55,16 @@ function outsideUp() {
   ip("-n", NS, "route", "add", "default", "via", `${LINK}.1`);
   // One server for the four addresses: it answers with the one it was
   // reached on.
+  // And a resolver of its own on B:53 (bound there, so that its answers
+  // come from B) that answers every A query with D: what a sandbox that
+  // names another nameserver would get.
+  const d = D.split(".").map(Number);
   const js = `require("http").createServer((q, s) => s.end(q.socket.localAddress.replace(/^::ffff:/, "")))` +
-    `.listen(${PORT}, "0.0.0.0", () => console.log("up"))`;
+    `.listen(${PORT}, "0.0.0.0", () => console.log("up"));` +
+    `const u = require("dgram").createSocket("udp4"); u.on("message", (q, r) => { let i = 12; while (i < q.length && q[i]) i += q[i] + 1;` +
+    ` u.send(Buffer.concat([q.subarray(0, 2), Buffer.from([0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0]), q.subarray(12, i + 5),` +
+    ` Buffer.from([0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, ${d.join(",")}])]), r.port, r.address); }); u.bind(53, "${B}");` +
+    `require("net").createServer((c) => c.end("dns-over-tcp\\n")).listen(53, "${B}");`;
   server = spawn("ip", ["netns", "exec", NS, process.execPath, "-e", js], { stdio: ["ignore", "pipe", "inherit"] });
   return new Promise((r) => server.stdout.once("data", r));
 }
@@ -279,4 +287,20 @@ test("a fork keeps the policy of the sandbox it is made from", async () => {
   assert.deepEqual(r.body.egress, { allow: ["a.egress.test"], deny: [`${C}/32`] });
   assert.equal(await fetchFrom("forked", B), "refused");
   assert.equal(await fetchFrom("forked", "a.egress.test"), A);
+});
+
+test("with a policy, DNS to any other resolver is answered by the policy's forwarder", async () => {
+  // Without a policy, the outside's own resolver answers (D for any name).
+  assert.match(await resolves("open", `b.egress.test ${B}`), new RegExp(`Address:\\s*${D.replace(/\./g, "\\.")}`));
+  // With a deny-only policy: the query to B:53 is the forwarder's, which
+  // refuses the denied name and answers the others from its upstream.
+  await attachWith("forced", { deny: ["b.egress.test"] });
+  assert.match(await resolves("forced", `b.egress.test ${B}`), /REFUSED|can't resolve|rc=1/i);
+  assert.match(await resolves("forced", `a.egress.test ${B}`), new RegExp(`Name:[^]*Address:\\s*${A.replace(/\./g, "\\.")}`));
+  // And no DNS over TCP to port 53 (the forwarder has none): B's TCP
+  // port 53 answers the sandbox without a policy only.
+  const tcp53 = async (name) => (await c.sh(name, `nc -w 3 ${B} 53 </dev/null 2>&1; echo rc=$?`)).stdout;
+  assert.match(await tcp53("open"), /dns-over-tcp/);
+  assert.doesNotMatch(await tcp53("forced"), /dns-over-tcp/);
+  assert.equal(await fetchFrom("forced", B), B); // the rest of B is still reached
 });

@@ -259,3 +259,18 @@ int egress_policy_from_text(const char *text, struct egress_policy *ret, struct 
         }
         return 0;
 }
+
+bool egress_budget_take(struct egress_budget *b, unsigned rate, unsigned burst, int64_t now_ms)
+{
+        if (b->at_ms == 0)
+                b->tokens = burst;
+        else if (now_ms > b->at_ms)
+                b->tokens =
+                    MIN((double)burst, b->tokens + (double)(now_ms - b->at_ms) * rate / 1000.0);
+        if (now_ms > b->at_ms || b->at_ms == 0)
+                b->at_ms = now_ms ? now_ms : 1;
+        if (b->tokens < 1)
+                return false;
+        b->tokens -= 1;
+        return true;
+}

@@ -66,8 +66,7 @@ struct egress_sb {
         size_t log_head, log_n;
         struct pin pins[PINS_MAX];
         size_t n_pins;
-        double pin_tokens; /* the budget of new pins */
-        int64_t pin_at_ms; /* when it was last refilled (monotonic) */
+        struct egress_budget pins_budget; /* of new pins */
 };
 
 struct egress {
@@ -565,22 +564,6 @@ static bool pin_locked(struct egress_sb *s, uint32_t a, uint32_t ttl, int64_t no
         return true;
 }
 
-/* Take one from s's budget of new pins; false when it is spent. */
-static bool pin_budget_locked(struct egress_sb *s, int64_t now)
-{
-        if (s->pin_at_ms == 0)
-                s->pin_tokens = PIN_BURST;
-        else
-                s->pin_tokens =
-                    MIN((double)PIN_BURST,
-                        s->pin_tokens + (double)(now - s->pin_at_ms) * PIN_RATE / 1000.0);
-        s->pin_at_ms = now;
-        if (s->pin_tokens < 1)
-                return false;
-        s->pin_tokens -= 1;
-        return true;
-}
-
 /* Whether any of a's addresses needs a new pin in s. */
 static bool needs_pin_locked(const struct egress_sb *s, const struct dnsmsg_addr *a, size_t n,
                              int64_t now)
@@ -608,7 +591,8 @@ bool egress_dns_answer(struct egress *eg, uint32_t src, const char *name,
         struct egress_sb *s = by_addr(eg, src);
         uint64_t id = s ? s->id : 0;
         bool pins = s && s->policy && s->policy->has_allow;
-        if (pins && needs_pin_locked(s, a, n, now) && !pin_budget_locked(s, now)) {
+        if (pins && needs_pin_locked(s, a, n, now) &&
+            !egress_budget_take(&s->pins_budget, PIN_RATE, PIN_BURST, now)) {
                 dns_event(s, name, false, a, n);
                 atomic_fetch_add(&eg->dns_refused, 1);
                 pthread_mutex_unlock(&eg->lock);

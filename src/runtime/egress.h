@@ -83,3 +83,12 @@ bool egress_name_matches(const struct egress_entry *e, const char *name);
  * line per entry, "+entry" (allow) or "-entry" (deny). */
 int egress_policy_to_text(const struct egress_policy *p, struct buf *out);
 int egress_policy_from_text(const char *text, struct egress_policy *ret, struct sbx_error *err);
+
+/* A budget of events a second (the forwarder's new pins per sandbox): up
+ * to burst at once, refilled at rate a second. Zeroed: full. */
+struct egress_budget {
+        double tokens;
+        int64_t at_ms; /* last refill, monotonic; 0 = never */
+};
+/* Take one at now_ms: false when the budget is spent. */
+bool egress_budget_take(struct egress_budget *b, unsigned rate, unsigned burst, int64_t now_ms);

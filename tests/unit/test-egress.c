@@ -271,13 +271,31 @@ static void test_dns_answers(void **state)
         assert_int_equal(dnsmsg_answers(loop, sizeof(loop), a, 4, &got), -EINVAL);
 }
 
+static void test_budget(void **state)
+{
+        struct egress_budget b = {0};
+        int64_t t = 5000;
+        for (int i = 0; i < 200; i++)
+                assert_true(egress_budget_take(&b, 100, 200, t));
+        assert_false(egress_budget_take(&b, 100, 200, t));     /* the burst is spent */
+        assert_false(egress_budget_take(&b, 100, 200, t + 5)); /* half a token */
+        assert_true(egress_budget_take(&b, 100, 200, t + 10)); /* 100 a second: one per 10 ms */
+        assert_false(egress_budget_take(&b, 100, 200, t + 10));
+        /* A clock that goes back refills nothing; a long pause refills the
+         * burst, never more. */
+        assert_false(egress_budget_take(&b, 100, 200, t));
+        for (int i = 0; i < 200; i++)
+                assert_true(egress_budget_take(&b, 100, 200, t + 60000));
+        assert_false(egress_budget_take(&b, 100, 200, t + 60000));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_entries),       cmocka_unit_test(test_cap_and_duplicates),
             cmocka_unit_test(test_cidr_matching), cmocka_unit_test(test_name_matching),
             cmocka_unit_test(test_text_form),     cmocka_unit_test(test_dns_question),
-            cmocka_unit_test(test_dns_answers),
+            cmocka_unit_test(test_dns_answers),   cmocka_unit_test(test_budget),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

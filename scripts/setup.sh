@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(meson ninja-build pkg-config gcc libc6-dev
           libmicrohttpd-dev libjansson-dev libsqlite3-dev libseccomp-dev libssl-dev
-          libcurl4-openssl-dev libcmocka-dev libarchive-dev
+          libcurl4-openssl-dev libcmocka-dev libarchive-dev libnftables-dev
           mmdebstrap busybox-static iproute2 nftables e2fsprogs)
 # Node (tests and the TypeScript client): Debian's unless one is on PATH.
 command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 #include "control.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/log.h"
+#include "../runtime/egress.h"
 #include "api-internal.h"
 #include "cred.h"
 #include "errors.h"
+#include "network.h"
 
 static json_t *record_json(const struct mgr_record *r)
 {
@@ -56,11 +59,21 @@ static bool attach_body(struct api_req *req, json_t **ret_body, struct mgr_attac
                 api_error(resp, 400, "invalid_argument", "body: expected a JSON object");
                 return false;
         }
-        return optional_string(body, "class", &o->sandbox_class, "class: expected a string",
-                               resp) &&
-               optional_string(body, "network", &o->network, "network: \"nat\" or \"none\"",
-                               resp) &&
-               optional_string(body, "image", &o->image, "image: expected an image name", resp);
+        if (!optional_string(body, "class", &o->sandbox_class, "class: expected a string", resp) ||
+            !optional_string(body, "network", &o->network, "network: \"nat\" or \"none\"", resp) ||
+            !optional_string(body, "image", &o->image, "image: expected an image name", resp))
+                return false;
+        /* "egress": the new sandbox's egress policy (network.c). */
+        json_t *e = json_object_get(body, "egress");
+        if (!e || json_is_null(e))
+                return true;
+        struct egress_policy *p = malloc(sizeof(*p));
+        if (!p) {
+                api_error(resp, 503, "unavailable", "out of memory");
+                return false;
+        }
+        o->egress = p;
+        return network_policy_parse(e, p, resp);
 }
 
 /* The handle of an attached sandbox: its record, endpoint and a fresh
@@ -94,6 +107,7 @@ void control_attach(struct api_call *c, struct api_resp *resp)
         struct mgr_attach_opts o = {0}; /* NULL: the defaults */
         json_t *body = NULL;
         if (!attach_body(c->req, &body, &o, resp)) {
+                free((void *)o.egress);
                 json_decref(body);
                 return;
         }
@@ -101,6 +115,7 @@ void control_attach(struct api_call *c, struct api_resp *resp)
         struct mgr_record rec;
         uint64_t id = 0;
         int r = mgr_attach(c->a->mgr, &c->caller, c->name, &o, &id, &rec, &err);
+        free((void *)o.egress);
         json_decref(body);
         if (r < 0) {
                 if (r == -EHOSTDOWN)

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "metrics.h"
 
+#include "../runtime/egress-nft.h"
+
 void metrics_render(struct api *a, struct api_resp *resp)
 {
         struct mgr_stats st;
@@ -50,6 +52,16 @@ void metrics_render(struct api *a, struct api_resp *resp)
         for (size_t i = 0; i < ARRAY_SIZE(t); i++)
                 buf_printf(b, "sandboxd_sandbox_transitions_total{event=\"%s\"} %llu\n", t[i].what,
                            (unsigned long long)t[i].v);
+        struct egress_stats eg;
+        mgr_egress_stats(a->mgr, &eg);
+        buf_printf(b,
+                   "# TYPE sandboxd_egress_denied_connections_total counter\n"
+                   "sandboxd_egress_denied_connections_total %llu\n"
+                   "# TYPE sandboxd_egress_dns_total counter\n"
+                   "sandboxd_egress_dns_total{verdict=\"allowed\"} %llu\n"
+                   "sandboxd_egress_dns_total{verdict=\"refused\"} %llu\n",
+                   (unsigned long long)eg.denied_connections, (unsigned long long)eg.dns_allowed,
+                   (unsigned long long)eg.dns_refused);
         resp->status = 200;
         resp->content_type = "text/plain; version=0.0.4";
 }

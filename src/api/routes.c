@@ -15,6 +15,7 @@
 #include "dataplane.h"
 #include "files.h"
 #include "metrics.h"
+#include "network.h"
 
 static void healthz(struct api_call *c, struct api_resp *resp)
 {
@@ -71,6 +72,9 @@ static const struct api_route routes[] = {
         { "GET",    EP "/files",                 CREDENTIAL, HELD,     BODY,     files_read },
         { "PUT",    EP "/files",                 CREDENTIAL, STREAMED, FILE_CAP, files_upload },
         { "GET",    EP "/files/list",            CREDENTIAL, HELD,     BODY,     files_list },
+        { "GET",    EP "/network",               CREDENTIAL, HELD,     BODY,     network_get },
+        { "PUT",    EP "/network",               CREDENTIAL, HELD,     BODY,     network_put },
+        { "GET",    EP "/network/log",           CREDENTIAL, HELD,     BODY,     network_log },
 
         /* Anything else under an endpoint, up to the depth of its routes: no
          * route, but a bad name is said first, as on every route there. */

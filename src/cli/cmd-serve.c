@@ -315,6 +315,7 @@ static int open_runtime(struct serve *sv)
                                 .dns = s->dns,
                                 .dns_port = (int32_t)s->dns_port,
                                 .dns_upstream = s->dns_upstream,
+                                .net_open_ranges = s->net_open_ranges,
                                 .drivers = drivers,
                                 .n_drivers = ARRAY_SIZE(drivers),
                                 .runsc_path = s->runsc,

@@ -164,6 +164,9 @@ static const struct option_def defs[] = {
         "(0 = off, auto = any free port)"),
     STR("dns_upstream", dns_upstream, SET_SERVE, NULL,
         "where the forwarder sends queries, \"a,b:port\" (default: the host's nameservers)"),
+    STR("net_open_ranges", net_open_ranges, SET_SERVE, NULL,
+        "IPv4 networks of the ranges nat sandboxes never reach (private, link-local, the host's "
+        "own) that they may reach after all, comma-separated (egress policies still apply)"),
     INT("pool_size", pool_size, SET_SERVE, "2", 0, MGR_MAX_POOL, 0,
         "sandboxes of the ns driver kept started ahead of time, for the ns class (and default "
         "under default_class = ns)"),

@@ -52,6 +52,7 @@ struct settings {
         int64_t gvisor_pool_size; /* warm sandboxes of the gvisor driver */
         int64_t dns_port;         /* -1 = auto (any free port), 0 = off */
         char *dns_upstream;
+        char *net_open_ranges;
         bool local_issuer; /* accept tokens of the server's own keys */
 };
 

@@ -135,6 +135,7 @@ static int start_locked(struct manager *m, struct sandbox *sb, const char *why,
                 return -EHOSTDOWN;
         }
         sb->init_pid = pid;
+        sandbox_egress_apply_locked(m, sb);
         sandbox_set_state(m, sb, SBX_RUNNING, why);
         sweep_uploads(m, sb);
         return 0;
@@ -192,6 +193,8 @@ int sandbox_destroy_locked(struct manager *m, struct sandbox *sb, const char *wh
          * that the sandbox is gone, not that it failed. */
         atomic_store(&sb->dying, true);
         r = rt_destroy(m->rt, &spec, err);
+        if (r == 0)
+                sandbox_egress_forget_locked(m, sb);
         if (r < 0) {
                 atomic_store(&sb->dying, false);
                 return r;
@@ -331,9 +334,13 @@ void sandbox_reconnect_locked(struct manager *m, struct sandbox *sb)
         struct rt_spec spec;
         sandbox_spec(m, sb, NULL, &spec);
         bool alive = rt_is_alive(m->rt, &spec);
-        if (alive && sb->rec.state == SBX_SUSPENDED)
-                return; /* frozen: it cannot answer a ping, and need not */
+        if (alive && sb->rec.state == SBX_SUSPENDED) {
+                /* Frozen: it cannot answer a ping, and need not. */
+                sandbox_egress_apply_locked(m, sb);
+                return;
+        }
         if (alive && sb->rec.state == SBX_RUNNING && agent_ping(&sb->peer, PING_MS, NULL) == 0) {
+                sandbox_egress_apply_locked(m, sb);
                 sweep_uploads(m, sb);
                 return;
         }

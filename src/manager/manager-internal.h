@@ -234,6 +234,23 @@ void manager_image_release(struct manager *m, const struct sandbox *sb);
 int manager_files_fork(struct manager *m, struct sandbox *sb, const char *name, uint64_t *ret_id,
                        struct mgr_record *ret, struct sbx_error *err);
 
+/* ---- egress.c ---- */
+/* Give the runtime sb's policy (none: registered without one): at every
+ * start and at reconnection. A failure is logged; sb then gets no new
+ * connection out. */
+void sandbox_egress_apply_locked(struct manager *m, struct sandbox *sb);
+/* At its destruction. */
+void sandbox_egress_forget_locked(struct manager *m, struct sandbox *sb);
+/* The text form of p (malloc'd). */
+int sandbox_egress_text(const struct egress_policy *p, char **ret, struct sbx_error *err);
+/* Record text (NULL: none) as sb's policy; -EAGAIN when the store fails. */
+int sandbox_egress_store(struct manager *m, const struct sandbox *sb, const char *text,
+                         struct sbx_error *err);
+/* 1 when sb's recorded policy is text (NULL: none), 0 when not. */
+int sandbox_egress_equal(struct manager *m, const struct sandbox *sb, const char *text);
+/* from's recorded policy (malloc'd; NULL: none), for a fork. */
+int sandbox_egress_copy(struct manager *m, const struct sandbox *from, char **ret);
+
 /* ---- pool.c ---- */
 /* Check cfg's pools and set them up (those of size 0 are left out):
  * -EINVAL for a size out of bounds, a driver that is not here or cannot

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "../common/log.h"
+#include "../runtime/egress.h"
 #include "uploads.h"
 
 /* Room kept after <state>/sandboxes for a sandbox's directory ("/" and up
@@ -233,6 +234,8 @@ struct attach {
          * checkpoint it starts from (moved into its dir). */
         const struct sandbox *fork_of;
         const char *fork_dir;
+        /* Its egress policy's text form (egress.c); NULL: none. */
+        const char *egress;
 };
 
 /* A named image must be a complete one of the images dir. */
@@ -390,6 +393,14 @@ static int attach_matches(struct manager *m, struct sandbox *sb, const struct at
         if (a->image && strcmp(a->image, sb->rec.image))
                 return sbx_error_say(err, EBUSY, "sandbox '%s' exists with image %s", a->name,
                                      sb->rec.image);
+        int same = a->egress ? sandbox_egress_equal(m, sb, a->egress) : 1;
+        if (same < 0)
+                return sbx_error_say(err, EAGAIN, "the store failed"), -EAGAIN;
+        if (!same)
+                return sbx_error_say(err, EBUSY,
+                                     "sandbox '%s' exists with another egress policy (PUT "
+                                     "{endpoint}/network changes it)",
+                                     a->name);
         return 0;
 }
 
@@ -422,6 +433,11 @@ static int attach_bring_up(struct manager *m, struct sandbox *sb, const struct a
                            bool created, struct sbx_error *err)
 {
         int r = created ? attach_prepare_new(sb, a, err) : attach_matches(m, sb, a, err);
+        /* Recorded before its first start, which applies it; a warm one
+         * runs already and gets it now. */
+        if (r == 0 && created && a->egress &&
+            (r = sandbox_egress_store(m, sb, a->egress, err)) == 0)
+                sandbox_egress_apply_locked(m, sb);
         if (r == 0)
                 r = sandbox_ensure_running_locked(m, sb, created ? "attach (new)" : "attach", err);
         if (r < 0 && created) {
@@ -446,6 +462,15 @@ int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
         int r = attach_check(m, o ? o->sandbox_class : NULL, o ? o->network : NULL, &a, err);
         if (r < 0)
                 return r;
+        _cleanup_free_ char *egress = NULL;
+        if (o && o->egress && egress_policy_active(o->egress)) {
+                if (strcmp(a.net, "nat"))
+                        return sbx_error_say(err, EINVAL, "egress: a policy needs network \"nat\""),
+                               -EINVAL;
+                if (sandbox_egress_text(o->egress, &egress, err) < 0)
+                        return -EINVAL;
+                a.egress = egress;
+        }
         return attach_run(m, &a, ret_id, ret, err);
 }
 
@@ -462,6 +487,11 @@ int manager_fork_attach(struct manager *m, const struct sandbox *from, const cha
         if (r < 0)
                 return r;
         a.class_named = true;
+        /* A fork keeps the policy of what it is made from. */
+        _cleanup_free_ char *egress = NULL;
+        if (sandbox_egress_copy(m, from, &egress) < 0)
+                return sbx_error_say(err, EAGAIN, "the store failed"), -EAGAIN;
+        a.egress = egress;
         return attach_run(m, &a, ret_id, ret, err);
 }
 

@@ -146,10 +146,16 @@ void mgr_stop_pool(struct manager *m);
  * existing sandbox must be what it has (-EBUSY); for a new one it is what
  * it gets: the class, the network, the image (-ENOPKG when there is no
  * such image). */
+struct egress_policy;
+struct egress_event;
+struct egress_stats;
 struct mgr_attach_opts {
         const char *sandbox_class;
         const char *network;
         const char *image;
+        /* A new sandbox's egress policy (runtime/egress.h); an existing one
+         * must have the same (-EBUSY: PUT {endpoint}/network changes it). */
+        const struct egress_policy *egress;
 };
 int mgr_attach(struct manager *m, const struct mgr_caller *c, const char *name,
                const struct mgr_attach_opts *o, uint64_t *ret_id, struct mgr_record *ret,
@@ -238,6 +244,20 @@ bool mgr_sandbox_gone(const struct sandbox *sb);
 #define MGR_UPLOAD_PREFIX ".sandboxd-upload-"
 int mgr_upload_note(struct manager *m, struct sandbox *sb, const char *dir, const char *name);
 void mgr_upload_done(struct manager *m, struct sandbox *sb, const char *name);
+
+/* ---- egress (egress.c), sb entered ---- */
+/* The policy in force (an empty one when it has none). */
+int mgr_network_get(struct manager *m, struct sandbox *sb, struct egress_policy *ret,
+                    struct sbx_error *err);
+/* Replace it, for new connections at once, and record it. -EINVAL with
+ * err saying why when it cannot be enforced (network none; domains
+ * without the DNS forwarder). */
+int mgr_network_set(struct manager *m, struct sandbox *sb, const struct egress_policy *p,
+                    struct sbx_error *err);
+/* Its recent egress events, oldest first. */
+int mgr_network_log(struct manager *m, struct sandbox *sb, struct egress_event *out, size_t max,
+                    size_t *ret_n);
+void mgr_egress_stats(struct manager *m, struct egress_stats *ret);
 
 /* ---- operations ---- */
 struct mgr_stats {

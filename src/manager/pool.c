@@ -128,6 +128,7 @@ static int pool_boot(struct manager *m, struct sandbox *sb)
                 return r;
         }
         sb->init_pid = pid;
+        sandbox_egress_apply_locked(m, sb);
         sb->rec.state = SBX_RUNNING;
         store_sandbox_set_state(m->store, sb->rec.id, SBX_RUNNING, now_ms(), NULL);
         pool_warm(sb);
@@ -155,6 +156,7 @@ void pool_destroy(struct manager *m, struct sandbox *sb)
         struct rt_spec spec;
         sandbox_spec(m, sb, NULL, &spec);
         rt_destroy(m->rt, &spec, NULL);
+        rt_egress_forget(m->rt, &spec);
         store_sandbox_delete(m->store, sb->rec.id, NULL);
         slot_free(m, sb->rec.slot);
         sandbox_unref(sb);

@@ -14,7 +14,13 @@
  * DNS_MAX_PER_CLIENT per source address, so a sandbox that floods the
  * forwarder with queries nobody answers fills only its own quota and its
  * neighbours keep resolving. No TCP: answers that need it come back
- * truncated, and resolv.conf asks for EDNS0 so they rarely do. */
+ * truncated, and resolv.conf asks for EDNS0 so they rarely do.
+ *
+ * Egress policies (egress.h): a query for a name the sandbox's policy does
+ * not allow is answered REFUSED here and never leaves the host; the A
+ * records of an allowed name's answer are pinned into the sandbox's
+ * nftables set before the answer goes back (egress.c). The same thread
+ * reads the NFLOG socket of denied connections. */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -27,7 +33,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "dns-msg.h"
 #include "dns.h"
+#include "egress-nft.h"
 
 #define DNS_MAX_PENDING 1024
 #define DNS_MAX_PER_CLIENT 64 /* a resolver retries; 64 in flight is plenty */
@@ -41,6 +49,7 @@ struct pending {
         uint16_t client_id;
         struct sockaddr_in client;
         int64_t expires;
+        char name[DNSMSG_NAME_MAX + 1]; /* its question, for the egress log */
 };
 
 struct dns_forwarder {
@@ -53,6 +62,7 @@ struct dns_forwarder {
         struct pending pending[DNS_MAX_PENDING];
         pthread_t thread;
         unsigned next_upstream;
+        struct egress *eg; /* the sandboxes' policies and logs; NULL: none */
 };
 
 static uint16_t rand16(void)
@@ -155,6 +165,17 @@ static void on_query(struct dns_forwarder *f)
                 return;
         if ((ntohl(from.sin_addr.s_addr) & f->mask) != f->net)
                 return; /* not from a sandbox: never an open resolver */
+        char name[DNSMSG_NAME_MAX + 1];
+        uint16_t qtype;
+        size_t qend;
+        bool parsed = dnsmsg_question(pkt, (size_t)n, name, &qtype, &qend) == 0;
+        if (!egress_dns_query(f->eg, ntohl(from.sin_addr.s_addr), parsed ? name : "")) {
+                /* Refused by its policy: answered here, never asked. */
+                if (parsed)
+                        sendto(f->sock, pkt, dnsmsg_refuse(pkt, qend, DNSMSG_RCODE_REFUSED),
+                               MSG_DONTWAIT, (struct sockaddr *)&from, sizeof(from));
+                return;
+        }
         int64_t now = mono_ms();
         struct pending *p = find_slot(f, &from, now);
         if (!p)
@@ -172,10 +193,25 @@ static void on_query(struct dns_forwarder *f)
         p->upstream_id = id;
         p->client = from;
         p->expires = now + DNS_TIMEOUT_MS;
+        snprintf(p->name, sizeof(p->name), "%s", parsed ? name : "");
         pkt[0] = (uint8_t)(id >> 8);
         pkt[1] = (uint8_t)id;
         const struct sockaddr_in *up = &f->upstreams[f->next_upstream++ % (unsigned)f->nup];
         sendto(f->up, pkt, (size_t)n, MSG_DONTWAIT, (const struct sockaddr *)up, sizeof(*up));
+}
+
+/* An upstream's answer turned into SERVFAIL with its question only; the
+ * answer is unchanged when its question cannot be read. */
+static size_t refuse_answer(uint8_t *pkt, size_t n)
+{
+        char name[DNSMSG_NAME_MAX + 1];
+        uint16_t type;
+        size_t qend;
+        uint8_t flags = pkt[2];
+        pkt[2] = (uint8_t)(flags & 0x7f); /* read it as the query it answers */
+        int r = dnsmsg_question(pkt, n, name, &type, &qend);
+        pkt[2] = flags;
+        return r < 0 ? 0 : dnsmsg_refuse(pkt, qend, DNSMSG_RCODE_SERVFAIL);
 }
 
 static void on_answer(struct dns_forwarder *f)
@@ -199,10 +235,19 @@ static void on_answer(struct dns_forwarder *f)
                 struct pending *p = &f->pending[i];
                 if (!live(p, now) || p->upstream_id != id)
                         continue;
+                struct dnsmsg_addr addrs[32];
+                size_t na = 0;
+                if (dnsmsg_answers(pkt, (size_t)n, addrs, ARRAY_SIZE(addrs), &na) < 0)
+                        na = 0;
+                /* Pinned before the sandbox has the answer; over its
+                 * budget of pins, a failure it may retry. */
+                if (!egress_dns_answer(f->eg, ntohl(p->client.sin_addr.s_addr), p->name, addrs, na))
+                        n = (ssize_t)refuse_answer(pkt, (size_t)n);
                 pkt[0] = (uint8_t)(p->client_id >> 8);
                 pkt[1] = (uint8_t)p->client_id;
-                sendto(f->sock, pkt, (size_t)n, MSG_DONTWAIT, (struct sockaddr *)&p->client,
-                       sizeof(p->client));
+                if (n > 0)
+                        sendto(f->sock, pkt, (size_t)n, MSG_DONTWAIT, (struct sockaddr *)&p->client,
+                               sizeof(p->client));
                 p->used = false;
                 return;
         }
@@ -212,13 +257,16 @@ static void *forwarder_main(void *arg)
 {
         struct dns_forwarder *f = arg;
         for (;;) {
-                struct pollfd pfd[3] = {
+                struct pollfd pfd[4] = {
                     {.fd = f->sock, .events = POLLIN},
                     {.fd = f->up, .events = POLLIN},
                     {.fd = f->wake[0], .events = POLLIN},
+                    {.fd = egress_nflog_fd(f->eg), .events = POLLIN},
                 };
-                if (poll(pfd, 3, 1000) < 0)
+                if (poll(pfd, 4, 1000) < 0)
                         continue;
+                if (pfd[3].revents & POLLIN)
+                        egress_nflog_read(f->eg);
                 if (pfd[2].revents)
                         return NULL;
                 if (pfd[0].revents & POLLIN)
@@ -274,8 +322,9 @@ int dns_forwarder_open(uint16_t port, struct dns_forwarder **ret, uint16_t *ret_
 }
 
 int dns_forwarder_start(struct dns_forwarder *f, uint32_t net_base, unsigned net_prefix,
-                        const char *upstream, struct sbx_error *err)
+                        const char *upstream, struct egress *eg, struct sbx_error *err)
 {
+        f->eg = eg;
         f->net = net_base;
         f->mask = ~0U << (32 - net_prefix);
         struct buf hosts;

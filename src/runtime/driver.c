@@ -10,6 +10,7 @@
 #include "runtime.h"
 
 #include "dns.h"
+#include "egress-nft.h"
 #include "net.h"
 
 #include <stdio.h>
@@ -24,6 +25,7 @@ struct rt {
         } d[RT_MAX_DRIVERS];
         struct ns_net_cfg net;
         struct dns_forwarder *dns;
+        struct egress *egress; /* the NAT sandboxes' egress policies and logs */
         /* Drivers the host cannot run, and why. */
         size_t n_off;
         struct {
@@ -56,9 +58,13 @@ static int open_network(const struct rt_config *cfg, struct ns_net_cfg *net,
 {
         int r = net_host_plan(cfg->net_range, cfg->instance, cfg->dns, cfg->dns_port != 0,
                               cfg->dns_upstream && *cfg->dns_upstream, net, err);
+        if (r == 0)
+                r = net_open_ranges(cfg->net_open_ranges, net, err);
         if (r < 0)
                 return r;
-        if (net->forward) {
+        /* A forwarder also where sandboxes resolve elsewhere: an egress
+         * policy that names domains needs one. */
+        if (net->forward || (net->table[0] && cfg->dns_port != 0)) {
                 uint16_t port = cfg->dns_port > 0 ? (uint16_t)cfg->dns_port : 0;
                 if ((r = dns_forwarder_open(port, ret_dns, &net->dns_port, err)) < 0)
                         return r;
@@ -88,11 +94,31 @@ int rt_open(const struct rt_config *cfg, struct rt **ret, struct sbx_error *err)
         c.net = &rt->net;
         if ((r = open_drivers(rt, &c, err)) < 0)
                 return r; /* rt closed */
-        /* After the drivers' forks: the forwarder is a thread of the daemon. */
-        if (rt->dns && (r = dns_forwarder_start(rt->dns, rt->net.base, rt->net.prefix,
-                                                cfg->dns_upstream, err)) < 0) {
+        if (rt->net.enabled &&
+            (r = egress_open(rt->net.table, rt->dns != NULL, &rt->egress, err)) < 0) {
                 rt_close(rt);
                 return r;
+        }
+        /* After the drivers' forks: the forwarder is a thread of the daemon. */
+        struct sbx_error why = {0};
+        if (rt->dns && (r = dns_forwarder_start(rt->dns, rt->net.base, rt->net.prefix,
+                                                cfg->dns_upstream, rt->egress, &why)) < 0) {
+                if (rt->net.forward) {
+                        if (err)
+                                *err = why;
+                        rt_close(rt);
+                        return r;
+                }
+                /* Only for egress policies: without an upstream they
+                 * cannot name domains. */
+                dns_forwarder_stop(rt->dns);
+                rt->dns = NULL;
+                egress_close(rt->egress);
+                rt->egress = NULL;
+                if ((r = egress_open(rt->net.table, false, &rt->egress, err)) < 0) {
+                        rt_close(rt);
+                        return r;
+                }
         }
         *ret = rt;
         return 0;
@@ -161,6 +187,7 @@ void rt_close(struct rt *rt)
          * a table that matches no interface). */
         bool keep_net = rt->n == 0 || rt_any_alive(rt);
         dns_forwarder_stop(rt->dns);
+        egress_close(rt->egress);
         for (size_t i = rt->n; i-- > 0;)
                 rt->d[i].ops->close(rt->d[i].state);
         if (!keep_net)
@@ -302,4 +329,44 @@ uint32_t rt_caps(const struct rt *rt, const struct rt_spec *spec)
 {
         int i = spec ? find(rt, spec->driver) : -1;
         return i < 0 ? 0 : rt->d[i].ops->caps;
+}
+
+/* ---- egress (egress.c) ---- */
+
+int rt_egress_set(struct rt *rt, const struct rt_spec *spec, const struct egress_policy *p,
+                  struct sbx_error *err)
+{
+        bool active = p && egress_policy_active(p);
+        if (spec->limits.network != RT_NET_NAT || !rt->egress)
+                return active
+                           ? sbx_error_say(err, ENOTSUP, "an egress policy needs network \"nat\"")
+                           : 0;
+        uint32_t addr;
+        int r = net_addr_load(spec->dir, &addr);
+        if (r == -ENOENT && !rt_is_alive(rt, spec))
+                return 0; /* never started: its next start registers it */
+        if (r < 0)
+                return sbx_error_set(err, -r, "the sandbox's network address");
+        return egress_set(rt->egress, spec->id, addr, p, err);
+}
+
+void rt_egress_forget(struct rt *rt, const struct rt_spec *spec)
+{
+        if (rt->egress)
+                egress_forget(rt->egress, spec->id);
+}
+
+int rt_egress_log(struct rt *rt, const struct rt_spec *spec, struct egress_event *out, size_t max,
+                  size_t *ret_n)
+{
+        *ret_n = 0;
+        if (!rt->egress)
+                return 0;
+        int r = egress_log(rt->egress, spec->id, out, max, ret_n);
+        return r == -ENOENT ? 0 : r;
+}
+
+void rt_egress_stats(struct rt *rt, struct egress_stats *ret)
+{
+        egress_stats(rt ? rt->egress : NULL, ret);
 }

@@ -128,7 +128,8 @@ int gv_net_up(const struct ns_net_cfg *cfg, int dirfd, const struct rt_spec *spe
                 gv_net_down(dirfd);
                 return j.result;
         }
-        if (cfg->resolv[0] && (r = resolv_write(dirfd, cfg->resolv, ret_resolv, err)) < 0) {
+        if ((r = net_addr_save(dirfd, &j.net, err)) < 0 ||
+            (cfg->resolv[0] && (r = resolv_write(dirfd, cfg->resolv, ret_resolv, err)) < 0)) {
                 gv_net_down(dirfd);
                 return r;
         }

@@ -20,7 +20,11 @@
  *  - no private, shared, link-local, multicast or reserved IPv4 range, no
  *    network the host is directly attached to (its LAN, even with public
  *    addresses), and not the sandbox range itself (no sandbox-to-sandbox
- *    traffic); no IPv6 at all (it is disabled on both ends of the pair);
+ *    traffic), but for what the operator opens (net_open_ranges, the set
+ *    opened4); no IPv6 at all (it is disabled on both ends of the pair);
+ *  - a new connection of a sandbox goes through its egress policy, the
+ *    map egress4 keyed by its address (egress.c); an address the daemon
+ *    has not registered yet gets nothing;
  *  - replies to what the sandbox opened come back (conntrack), nothing
  *    else enters; IPv4 is masqueraded to the host's outgoing address.
  * The host end runs strict reverse-path filtering, so a sandbox with
@@ -30,6 +34,7 @@
 #include "net.h"
 #include "runtime.h"
 #include "../common/tool.h"
+#include "egress.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -46,7 +51,7 @@
 
 #define NL_BUF 1024
 #define NET_IF_PREFIX "sbd"
-#define NFT_RULES_MAX 4096
+#define NFT_RULES_MAX 8192
 /* A veth name has IFNAMSIZ - 1 bytes: the instance's prefix (9) and at most
  * 6 digits of the index of its /30, so a range serves at most that many. */
 #define NET_MAX_SLOTS 1000000u
@@ -253,7 +258,7 @@ static void host_routes(char *uplinks, size_t ulen, char *onlink, size_t olen)
 static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t len)
 {
         char base[INET_ADDRSTRLEN], up[256], lan[512] = "", onlink[1024];
-        char dns_in[256] = "", dns_nat[512] = "", own[24];
+        char dns_in[256] = "", dns_nat[640] = "", dns_fwd[160] = "", own[24];
         const char *t = n->table;
         fmt_ip(n->base, base);
         snprintf(own, sizeof(own), "\"%s*\"", n->ifprefix);
@@ -265,14 +270,25 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
                 snprintf(dns_in, sizeof(dns_in),
                          "    iifname %s udp dport %u ct status dnat accept\n", own,
                          (unsigned)n->dns_port);
+                /* A sandbox with an egress policy (the set dnsforce4,
+                 * egress.c) has every UDP query to port 53 answered by the
+                 * forwarder, whatever resolver it names, and no DNS over
+                 * TCP to port 53 (the forwarder has none). */
                 snprintf(dns_nat, sizeof(dns_nat),
                          "  chain prerouting {\n"
                          "    type nat hook prerouting priority dstnat; policy accept;\n"
                          "    iifname %s ip daddr %s udp dport 53 redirect to :%u\n"
+                         "    iifname %s ip saddr @dnsforce4 udp dport 53 redirect to :%u\n"
                          "  }\n",
-                         own, vip, (unsigned)n->dns_port);
+                         own, vip, (unsigned)n->dns_port, own, (unsigned)n->dns_port);
+                snprintf(dns_fwd, sizeof(dns_fwd),
+                         "    iifname %s ip saddr @dnsforce4 tcp dport 53 reject with tcp reset\n",
+                         own);
         }
         host_routes(up, sizeof(up), onlink, sizeof(onlink));
+        char opened[sizeof(n->open4) + 32] = "";
+        if (n->open4[0])
+                snprintf(opened, sizeof(opened), "    elements = { %s }\n", n->open4);
         /* A host that did not route before must not start routing for its
          * LAN: new flows arriving on an uplink go to a sandbox (replies) or
          * nowhere. Other forwarding (containers, published ports) is left
@@ -292,6 +308,16 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
             "                 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16,\n"
             "                 224.0.0.0/4, 240.0.0.0/4, %s/%u%s%s }\n"
             "  }\n"
+            "  set opened4 {\n"
+            "    type ipv4_addr; flags interval; auto-merge;\n"
+            "%s"
+            "  }\n"
+            "  set dnsforce4 {\n"
+            "    type ipv4_addr;\n"
+            "  }\n"
+            "  map egress4 {\n"
+            "    type ipv4_addr : verdict;\n"
+            "  }\n"
             "  chain input {\n"
             "    type filter hook input priority filter - 10; policy accept;\n"
             "%s"
@@ -302,8 +328,12 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
             "    type filter hook forward priority filter - 10; policy accept;\n"
             "    iifname %s meta nfproto ipv6 drop\n"
             "    iifname %s ip saddr != %s/%u drop\n"
-            "    iifname %s ip daddr @blocked4 reject with icmpx admin-prohibited\n"
+            "    iifname %s ip daddr @blocked4 ip daddr != @opened4 reject with icmpx "
+            "admin-prohibited\n"
             "    iifname %s oifname %s drop\n"
+            "%s"
+            "    iifname %s ct state new ip saddr vmap @egress4\n"
+            "    iifname %s ct state new drop\n"
             "    iifname %s accept\n"
             "    oifname %s ct state established,related accept\n"
             "    oifname %s drop\n"
@@ -315,12 +345,13 @@ static int nft_rules(const struct ns_net_cfg *n, bool router, char *out, size_t 
             "    ip saddr %s/%u oifname != %s masquerade\n"
             "  }\n"
             "}\n",
-            t, t, t, base, n->prefix, onlink[0] ? ", " : "", onlink, dns_in, own, own, own, own,
-            base, n->prefix, own, own, own, own, own, own, lan, dns_nat, base, n->prefix, own);
+            t, t, t, base, n->prefix, onlink[0] ? ", " : "", onlink, opened, dns_in, own, own, own,
+            own, base, n->prefix, own, own, own, dns_fwd, own, own, own, own, own, lan, dns_nat,
+            base, n->prefix, own);
         return w < 0 || (size_t)w >= len ? -E2BIG : 0;
 }
 
-static int run_nft(const char *table, const char *rules, struct sbx_error *err)
+int net_run_nft(const char *table, const char *rules, struct sbx_error *err)
 {
         static const char *const paths[] = {"/usr/sbin/nft", "/sbin/nft", NULL};
         const char *nft = tool_find(paths);
@@ -379,6 +410,29 @@ int net_host_plan(const char *range, const char *instance, const char *dns, bool
         return 0;
 }
 
+int net_open_ranges(const char *list, struct ns_net_cfg *ret, struct sbx_error *err)
+{
+        ret->open4[0] = '\0';
+        if (!list || !*list)
+                return 0;
+        char buf[sizeof(ret->open4)];
+        if (snprintf(buf, sizeof(buf), "%s", list) >= (int)sizeof(buf))
+                return sbx_error_say(err, E2BIG, "net_open_ranges: the list is too long");
+        char *save = NULL;
+        for (char *t = strtok_r(buf, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
+                struct egress_entry e;
+                struct sbx_error why = {0};
+                if (egress_entry_parse(t, &e, &why) < 0 || e.kind != EGRESS_CIDR)
+                        return sbx_error_say(err, EINVAL, "net_open_ranges: %s",
+                                             why.msg[0] ? why.msg : "an IPv4 network, a.b.c.d/n");
+                char item[EGRESS_NAME_MAX + 8];
+                egress_entry_format(&e, item, sizeof(item));
+                size_t l = strlen(ret->open4);
+                snprintf(ret->open4 + l, sizeof(ret->open4) - l, "%s%s", l ? ", " : "", item);
+        }
+        return 0;
+}
+
 int net_host_install(struct ns_net_cfg *cfg, struct sbx_error *err)
 {
         if (!cfg->table[0])
@@ -390,7 +444,7 @@ int net_host_install(struct ns_net_cfg *cfg, struct sbx_error *err)
         char rules[NFT_RULES_MAX];
         if (nft_rules(cfg, router, rules, sizeof(rules)) < 0)
                 return sbx_error_set(err, E2BIG, "nftables rules");
-        if ((r = run_nft(cfg->table, rules, err)) < 0)
+        if ((r = net_run_nft(cfg->table, rules, err)) < 0)
                 return r;
         cfg->enabled = true;
         return 0;
@@ -403,7 +457,7 @@ int net_host_remove(const struct ns_net_cfg *cfg, struct sbx_error *err)
         char rules[128];
         snprintf(rules, sizeof(rules), "table inet %s\ndelete table inet %s\n", cfg->table,
                  cfg->table);
-        return run_nft(cfg->table, rules, err);
+        return net_run_nft(cfg->table, rules, err);
 }
 
 /* ---- rtnetlink ---- */
@@ -606,5 +660,33 @@ int net_sandbox_setup(const struct ns_net *n, struct sbx_error *err)
         if ((r = nl_addr_add(ifindex, n->sb_addr, 30)) < 0 || (r = nl_link_up(ifindex)) < 0 ||
             (r = nl_default_route(ifindex, n->host_addr)) < 0)
                 return sbx_error_set(err, -r, "configure the sandbox's eth0");
+        return 0;
+}
+
+/* ---- the sandbox's address, kept in its dir ---- */
+
+int net_addr_save(int dirfd, const struct ns_net *n, struct sbx_error *err)
+{
+        char addr[INET_ADDRSTRLEN], ip[INET_ADDRSTRLEN + 2];
+        fmt_ip(n->sb_addr, addr);
+        snprintf(ip, sizeof(ip), "%s\n", addr);
+        _cleanup_close_ int fd = openat(
+            dirfd, NET_ADDR_FILE, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        int r = fd < 0 ? -errno : write_all(fd, ip, strlen(ip));
+        return r < 0 ? sbx_error_set(err, -r, "write %s of the sandbox", NET_ADDR_FILE) : 0;
+}
+
+int net_addr_load(const char *dir, uint32_t *ret_addr)
+{
+        _cleanup_close_ int d = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        char text[32];
+        int r = d < 0 ? -errno : read_small_at(d, NET_ADDR_FILE, text, sizeof(text));
+        if (r < 0)
+                return r;
+        text[strcspn(text, "\n")] = '\0';
+        struct in_addr a;
+        if (inet_pton(AF_INET, text, &a) != 1)
+                return -EINVAL;
+        *ret_addr = ntohl(a.s_addr);
         return 0;
 }

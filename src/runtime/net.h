@@ -22,6 +22,7 @@ struct ns_net_cfg {
         uint16_t dns_port; /* != 0: DNS to the range's first address goes to the forwarder here */
         char table[40];    /* the instance's nftables table, "sandboxd-<instance>" */
         char ifprefix[12]; /* host ends of its veth pairs: <ifprefix><N> */
+        char open4[1024];  /* nft elements of net_open_ranges, "a/n, b/m"; "" = none */
 };
 /* One sandbox's veth pair. */
 struct ns_net {
@@ -35,6 +36,9 @@ struct ns_net {
  * (forwarder: one may run). range NULL: NAT stays off, nothing changes. */
 int net_host_plan(const char *range, const char *instance, const char *dns, bool forwarder,
                   bool force_forward, struct ns_net_cfg *ret, struct sbx_error *err);
+/* The operator's opt-in (rt_config.net_open_ranges, "a/n,b/m") into
+ * ret->open4; -EINVAL naming a bad network. */
+int net_open_ranges(const char *list, struct ns_net_cfg *ret, struct sbx_error *err);
 /* Then (with cfg->dns_port set when forwarding): turn on forwarding and
  * install (or replace) the instance's nftables table. */
 int net_host_install(struct ns_net_cfg *cfg, struct sbx_error *err);
@@ -53,3 +57,15 @@ int net_sandbox_setup(const struct ns_net *n, struct sbx_error *err);
 /* In a sandbox's netns: loopback up (a runtime that takes the namespace's
  * interfaces over, gVisor's, makes its own lo only from an up one). */
 int net_loopback_up(struct sbx_error *err);
+
+/* Run `nft -f -` with rules (about the instance's table): 0 or -errno with
+ * err saying what nft said. */
+int net_run_nft(const char *table, const char *rules, struct sbx_error *err);
+
+/* The sandbox's address, kept in <dir>/NET_ADDR_FILE by whoever made its
+ * veth pair (written once it has one), read by the daemon to tell its
+ * packets and DNS queries apart from another's. */
+#define NET_ADDR_FILE "net-addr"
+int net_addr_save(int dirfd, const struct ns_net *n, struct sbx_error *err);
+/* -ENOENT: the sandbox has no NAT address (yet). */
+int net_addr_load(const char *dir, uint32_t *ret_addr);

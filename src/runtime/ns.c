@@ -683,6 +683,8 @@ static int launch_steps(struct launch *L, struct sbx_error *err)
             (r = net_veth_create(&L->ctx->net, L->spec->uid_base / L->spec->uid_count, L->netns,
                                  &L->net, err)) < 0)
                 return r;
+        if (L->net.active && (r = net_addr_save(L->dirfd, &L->net, err)) < 0)
+                return r;
         if ((r = enter_ns(L, err)) < 0)
                 return r;
         if (L->net.active && (r = net_sandbox_setup(&L->net, err)) < 0)

@@ -74,6 +74,10 @@ struct rt_config {
         int32_t dns_port;         /* port of the DNS forwarder; 0 = none, -1 = any free */
         const char *dns_upstream; /* where it forwards; NULL or "" = the host's
                                      own nameservers */
+        /* IPv4 networks, comma-separated, that NAT sandboxes may reach
+         * although the fixed rules block them (a LAN service, a private
+         * mirror); NULL or "" = none. Egress policies still apply. */
+        const char *net_open_ranges;
         /* The drivers to open; NULL = the built-in ones (ns). */
         const struct rt_driver *const *drivers;
         size_t n_drivers;
@@ -290,6 +294,24 @@ int rt_restore(struct rt *rt, const struct rt_spec *spec, const char *dir, pid_t
                struct sbx_error *err);
 /* RT_CAP_* of the spec's driver; 0 when there is no such driver. */
 uint32_t rt_caps(const struct rt *rt, const struct rt_spec *spec);
+
+/* ---- egress (egress.h, egress-nft.h) ----
+ * What a NAT sandbox may reach beyond the fixed rules, and what it was
+ * refused. Register every NAT sandbox once it runs (p NULL: no policy):
+ * until then the instance's table gives its address nothing. A change
+ * applies to new connections at once. -ENOTSUP: p needs what the sandbox
+ * or the daemon lacks (network "none"; domains without the forwarder). */
+struct egress_policy;
+struct egress_event;
+struct egress_stats;
+int rt_egress_set(struct rt *rt, const struct rt_spec *spec, const struct egress_policy *p,
+                  struct sbx_error *err);
+/* At its destruction: its rules, sets and log go. */
+void rt_egress_forget(struct rt *rt, const struct rt_spec *spec);
+/* Its recent events, oldest first (none for a sandbox not registered). */
+int rt_egress_log(struct rt *rt, const struct rt_spec *spec, struct egress_event *out, size_t max,
+                  size_t *ret_n);
+void rt_egress_stats(struct rt *rt, struct egress_stats *ret);
 
 /* ---- images (runtime/image.c) ----
  * <images>/<name>/rootfs is an image; <images>/<name>/image.json, written

@@ -43,7 +43,14 @@ static const char schema[] = "CREATE TABLE IF NOT EXISTS sandboxes ("
                              "CREATE TABLE IF NOT EXISTS accounts ("
                              "  account TEXT PRIMARY KEY,"
                              "  enabled INTEGER NOT NULL,"
-                             "  max_sandboxes INTEGER NOT NULL DEFAULT 0);";
+                             "  max_sandboxes INTEGER NOT NULL DEFAULT 0);"
+                             /* A sandbox's egress policy, in its text form
+                              * (runtime/egress.h); none: no row. A table of
+                              * its own, made by IF NOT EXISTS in every store,
+                              * old ones too. */
+                             "CREATE TABLE IF NOT EXISTS egress ("
+                             "  id INTEGER PRIMARY KEY,"
+                             "  policy TEXT NOT NULL);";
 
 /* Bring a store made by an older sandboxd up to this schema. The schema
  * text above is always the newest, so a fresh store only gets its version
@@ -250,7 +257,44 @@ int store_sandbox_touch(struct store *st, uint64_t id, int64_t last_active_at,
 int store_sandbox_delete(struct store *st, uint64_t id, struct sbx_error *err)
 {
         int r = exec_stmt(st, err, "DELETE FROM sandboxes WHERE id = ?", "i", (int64_t)id);
+        if (r >= 0)
+                r = exec_stmt(st, err, "DELETE FROM egress WHERE id = ?", "i", (int64_t)id);
         return r < 0 ? r : 0;
+}
+
+int store_egress_put(struct store *st, uint64_t id, const char *policy, struct sbx_error *err)
+{
+        int r = policy ? exec_stmt(st, err,
+                                   "INSERT INTO egress (id, policy) VALUES (?, ?)"
+                                   " ON CONFLICT (id) DO UPDATE SET policy = excluded.policy",
+                                   "it", (int64_t)id, policy)
+                       : exec_stmt(st, err, "DELETE FROM egress WHERE id = ?", "i", (int64_t)id);
+        return r < 0 ? r : 0;
+}
+
+int store_egress_get(struct store *st, uint64_t id, char **ret, struct sbx_error *err)
+{
+        sqlite3_stmt *stmt = NULL;
+        int r = 0;
+        *ret = NULL;
+        pthread_mutex_lock(&st->lock);
+        if (sqlite3_prepare_v2(st->db, "SELECT policy FROM egress WHERE id = ?", -1, &stmt, NULL) !=
+            SQLITE_OK) {
+                r = db_error(st, err, "prepare egress");
+        } else {
+                sqlite3_bind_int64(stmt, 1, (int64_t)id);
+                int rc = sqlite3_step(stmt);
+                const unsigned char *t = rc == SQLITE_ROW ? sqlite3_column_text(stmt, 0) : NULL;
+                if (t && !(*ret = strdup((const char *)t)))
+                        r = -ENOMEM;
+                else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+                        r = db_error(st, err, "read egress");
+                else
+                        r = t ? 1 : 0;
+        }
+        sqlite3_finalize(stmt);
+        pthread_mutex_unlock(&st->lock);
+        return r;
 }
 
 static void copy_col(char *dst, size_t n, sqlite3_stmt *stmt, int col)

@@ -56,6 +56,12 @@ int store_sandbox_delete(struct store *st, uint64_t id, struct sbx_error *err);
 int store_sandbox_list(struct store *st, struct store_sandbox **ret, size_t *ret_n,
                        struct sbx_error *err);
 
+/* A sandbox's egress policy (text form, runtime/egress.h): put one (NULL:
+ * remove it); get: 1 and *ret malloc'd, or 0 when it has none. It goes
+ * with the sandbox's record. */
+int store_egress_put(struct store *st, uint64_t id, const char *policy, struct sbx_error *err);
+int store_egress_get(struct store *st, uint64_t id, char **ret, struct sbx_error *err);
+
 /* Accounts: enable/disable with an optional limit. */
 int store_account_put(struct store *st, const struct store_account *a, struct sbx_error *err);
 /* 1 found, 0 unknown. */

@@ -14,7 +14,7 @@
 # directory; crash inputs are written to the current directory.
 set -eu
 
-targets="jwt agent path init exec config recipe client"
+targets="jwt agent path init exec config recipe client dns"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${FUZZ_BUILD:-$root/build-fuzz}
 setup() {
@@ -102,6 +102,15 @@ client)
         printf '\002e30.eyJpc3MiOiJodHRwOi8vMTI3LjAuMC4xOjcwNzAifQ.s' >"$c/token"
         printf '\003{"headers":{"Authorization":"Bearer x"}}' >"$c/headers"
         max_len=65536
+        ;;
+dns)
+        # A query for WWW.Example.COM (type A), and an answer with a CNAME
+        # and an A record behind compression pointers.
+        printf '\022\064\001\000\000\001\000\000\000\000\000\000\003WWW\007Example\003COM\000\000\001\000\001' \
+                >"$c/query"
+        printf '\022\064\201\200\000\001\000\002\000\000\000\000\001a\007example\003com\000\000\001\000\001\300\014\000\005\000\001\000\000\000\074\000\004\001b\300\016\300\014\000\001\000\001\000\000\000\036\000\004\313\000\161\007' \
+                >"$c/answer"
+        max_len=4096
         ;;
 config)
         printf '# a comment\nlisten = 127.0.0.1:7070\nnetwork = "none"\nidle_timeout = 90s\nmemory_limit = 1G\npool_size = 0\nuid_base = auto\n' \

@@ -626,8 +626,8 @@ static void test_pool_not_for_another_driver(void **state)
         struct mgr_record rec;
         uint64_t other;
         assert_int_equal(mgr_attach(f->m, &alice, "x",
-                                    &(struct mgr_attach_opts){"gv", "none", NULL}, &other, &rec,
-                                    NULL),
+                                    &(struct mgr_attach_opts){"gv", "none", NULL, NULL}, &other,
+                                    &rec, NULL),
                          0);
         assert_int_equal(FAKE_COUNT(fake_b, renames), 0);
         attach_ok(f, &alice, "g", "gv");

@@ -11,12 +11,15 @@ import type {
   CheckpointOptions,
   CombinedResult,
   DirEntry,
+  EgressEvent,
+  EgressPolicy,
   ExecRequest,
   ExecResult,
   GrepMatch,
   ImageInfo,
   SnapshotInfo,
   Network,
+  NetworkPolicy,
   PollOptions,
   ProcessChunk,
   ProcessOutput,
@@ -85,6 +88,8 @@ interface CachedHandle {
   network?: Network;
   /** Its image, asked for again the same way. */
   image?: string;
+  /** Its egress policy, asked for again the same way (kept up to date by network.set). */
+  egress?: EgressPolicy;
   /** Date.now() after which the handle is refreshed before use. */
   refreshAt: number;
 }
@@ -124,9 +129,31 @@ export class SandboxClient {
   /** Creates the sandbox on first call, reuses a running one, resumes a suspended one. */
   async attach(name: string, sandboxClass?: string, options?: AttachOptions): Promise<SandboxHandle> {
     checkName(name);
-    const entry = await this.#attachNow(name, sandboxClass ?? "default", options?.network, options?.image);
+    const entry = await this.#attachNow(name, sandboxClass ?? "default", options?.network, options?.image, options?.egress);
     return copyHandle(entry.handle);
   }
+
+  /**
+   * A sandbox's egress policy: `get` the one in force, `set` another (for
+   * new connections at once; `{}` removes it), and its `log` of refused
+   * connections and DNS answers (oldest first, at most 256).
+   */
+  readonly network = {
+    get: async (name: string): Promise<NetworkPolicy> =>
+      toNetworkPolicy(await this.#data(name, (ep) => bareSpec("GET", `${ep}/network`), readJson)),
+    set: async (name: string, policy: EgressPolicy): Promise<NetworkPolicy> => {
+      const body = await this.#data(name, (ep) => jsonSpec("PUT", `${ep}/network`, policy), readJson);
+      const cur = this.#handles.get(name);
+      if (cur) cur.egress = egressActive(policy) ? { ...policy } : undefined;
+      return toNetworkPolicy(body);
+    },
+    log: async (name: string): Promise<EgressEvent[]> => {
+      const body = await this.#data(name, (ep) => bareSpec("GET", `${ep}/network/log`), readJson);
+      const rows = field(body, "events");
+      if (!Array.isArray(rows)) throw badResponse("network.log: no events array");
+      return rows.map(toEgressEvent);
+    },
+  };
 
   /**
    * Saves the sandbox: its processes, their memory and its files (the
@@ -552,7 +579,7 @@ export class SandboxClient {
     let pending = this.#attaching.get(name);
     if (!pending) {
       const was = cur ?? failed;
-      pending = this.#attachNow(name, was?.sandboxClass ?? "default", was?.network, was?.image).finally(() => {
+      pending = this.#attachNow(name, was?.sandboxClass ?? "default", was?.network, was?.image, was?.egress).finally(() => {
         if (this.#attaching.get(name) === pending) this.#attaching.delete(name);
       });
       this.#attaching.set(name, pending);
@@ -560,11 +587,18 @@ export class SandboxClient {
     return pending;
   }
 
-  async #attachNow(name: string, sandboxClass: string, network?: Network, image?: string): Promise<CachedHandle> {
+  async #attachNow(
+    name: string,
+    sandboxClass: string,
+    network?: Network,
+    image?: string,
+    egress?: EgressPolicy,
+  ): Promise<CachedHandle> {
     const generation = this.#generation.get(name) ?? 0;
-    const request: Record<string, string> = { class: sandboxClass };
+    const request: Record<string, unknown> = { class: sandboxClass };
     if (network) request.network = network;
     if (image !== undefined) request.image = image;
+    if (egress && egressActive(egress)) request.egress = egress;
     const [body, received, serverNow] = await this.#control(
       "POST",
       `/v1/sandboxes/${encodeURIComponent(name)}/attach`,
@@ -584,6 +618,7 @@ export class SandboxClient {
       sandboxClass,
       network: handle.network ?? network,
       image: handle.image ?? image,
+      egress: egress && egressActive(egress) ? egress : undefined,
       refreshAt: received + lifetime - margin,
     };
     if ((this.#generation.get(name) ?? 0) === generation) this.#handles.set(name, entry);
@@ -942,6 +977,34 @@ function toHandle(body: unknown): SandboxHandle {
 function imageOf(body: unknown): { image?: string } {
   const i = field(body, "image");
   return typeof i === "string" && i !== "" ? { image: i } : {};
+}
+
+function egressActive(p: EgressPolicy): boolean {
+  return (p.allow !== undefined && p.allow !== null) || (Array.isArray(p.deny) && p.deny.length > 0);
+}
+
+function toNetworkPolicy(body: unknown): NetworkPolicy {
+  const mode = field(body, "mode");
+  const egress = field(body, "egress");
+  const allow = field(egress, "allow");
+  return {
+    mode: mode === "none" ? "none" : "nat",
+    egress: { allow: allow === null || allow === undefined ? null : strings(allow), deny: strings(field(egress, "deny")) },
+  };
+}
+
+function toEgressEvent(row: unknown): EgressEvent {
+  const type = field(row, "type") === "connection" ? "connection" : "dns";
+  const e: EgressEvent = { type, time: str(field(row, "time")), allowed: field(row, "allowed") === true };
+  if (type === "connection") {
+    e.address = str(field(row, "address"));
+    e.port = num(field(row, "port"));
+    e.protocol = str(field(row, "protocol"));
+  } else {
+    e.name = str(field(row, "name"));
+    e.addresses = strings(field(row, "addresses"));
+  }
+  return e;
 }
 
 function networkOf(body: unknown): { network?: Network } {

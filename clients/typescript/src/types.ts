@@ -234,6 +234,43 @@ export interface AttachOptions {
    * server lacks is a 404 `image_not_found`; naming another one for an
    * existing sandbox is a 409. */
   image?: string;
+  /** The egress policy of a sandbox this attach creates (network `nat`);
+   * `client.network.set` changes it later. */
+  egress?: EgressPolicy;
+}
+
+/**
+ * What a `nat` sandbox may reach, on top of the server's fixed rules (never
+ * the host, private or link-local ranges). Entries: IPv4 networks
+ * (`203.0.113.0/24`, or an address), names (`example.com`: that name only)
+ * and `*.example.com` (names under it, not the apex). `deny` first; then,
+ * with an `allow` list (even empty), whatever it does not list is refused.
+ */
+export interface EgressPolicy {
+  allow?: string[] | null;
+  deny?: string[] | null;
+}
+
+/** The policy in force, as the server canonicalized it. */
+export interface NetworkPolicy {
+  mode: Network;
+  egress: { allow: string[] | null; deny: string[] };
+}
+
+/** One entry of a sandbox's egress log. */
+export interface EgressEvent {
+  /** `connection`: a new connection refused; `dns`: a name answered or refused. */
+  type: "connection" | "dns";
+  /** RFC 3339. */
+  time: string;
+  allowed: boolean;
+  /** connection: destination address, port, protocol. */
+  address?: string;
+  port?: number;
+  protocol?: string;
+  /** dns: the name and the IPv4 addresses answered. */
+  name?: string;
+  addresses?: string[];
 }
 
 /** Options of `SandboxClient.stdin`. */

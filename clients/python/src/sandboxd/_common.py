@@ -71,6 +71,8 @@ class CachedHandle:
     image: Optional[str]
     refresh_at: float
     """time.time() after which the handle is refreshed before use."""
+    egress: Optional[dict[str, Any]] = None
+    """Its egress policy, asked for again by a re-attach (kept current by set_network)."""
 
 
 # ------------------------------------------------------------------ options
@@ -561,3 +563,32 @@ def combined_command(line: str) -> list[str]:
     # `exec 2>&1` first, rather than appending `2>&1`, so the redirection covers
     # every command of a list or pipeline and the shell's own syntax errors.
     return ["/bin/sh", "-c", f"exec 2>&1\n{line}"]
+
+
+# ------------------------------------------------------------------ egress
+
+
+def egress_active(policy: Optional[Mapping[str, Any]]) -> bool:
+    """Whether a policy restricts anything: an allow list (even empty) or a deny entry."""
+    if not policy:
+        return False
+    return policy.get("allow") is not None or bool(policy.get("deny"))
+
+
+def to_network_policy(body: object) -> dict[str, Any]:
+    """``{"mode": ..., "egress": {"allow": [...] | None, "deny": [...]}}`` as the server answered it."""
+    egress = field_of(body, "egress")
+    allow = field_of(egress, "allow")
+    deny = field_of(egress, "deny")
+    return {
+        "mode": str_of(field_of(body, "mode")),
+        "egress": {
+            "allow": None if allow is None else [str_of(a) for a in allow] if isinstance(allow, list) else None,
+            "deny": [str_of(d) for d in deny] if isinstance(deny, list) else [],
+        },
+    }
+
+
+def to_egress_events(body: object) -> list[dict[str, Any]]:
+    """The egress log's events, oldest first, as dicts of the API's fields."""
+    return [dict(r) for r in to_records(body, "events", "network_log") if isinstance(r, dict)]

@@ -91,10 +91,28 @@ class AsyncSandboxClient:
     # ------------------------------------------------------------ control plane
 
     async def attach(self, name: str, sandbox_class: Optional[str] = None, *, network: Optional[str] = None,
-                     image: Optional[str] = None) -> SandboxHandle:
+                     image: Optional[str] = None, egress: Optional[Mapping[str, Any]] = None) -> SandboxHandle:
         c.check_name(name)
-        entry = await self._attach_now(name, sandbox_class or "default", network, image)
+        entry = await self._attach_now(name, sandbox_class or "default", network, image,
+                                        dict(egress) if c.egress_active(egress) else None)
         return c.copy_handle(entry.handle)
+
+    async def get_network(self, name: str) -> dict[str, Any]:
+        """The sandbox's egress policy in force: ``{"mode", "egress": {"allow", "deny"}}``."""
+        return c.to_network_policy(await self._data(name, lambda ep: c.bare_spec("GET", f"{ep}/network"), _read_json))
+
+    async def set_network(self, name: str, policy: Mapping[str, Any]) -> dict[str, Any]:
+        """Replaces its egress policy (``{"allow": [...], "deny": [...]}``; ``{}`` removes it), for new
+        connections at once; answers the policy now in force."""
+        body = await self._data(name, lambda ep: c.json_spec("PUT", f"{ep}/network", dict(policy)), _read_json)
+        cur = self._handles.get(name)
+        if cur is not None:
+            cur.egress = dict(policy) if c.egress_active(policy) else None
+        return c.to_network_policy(body)
+
+    async def network_log(self, name: str) -> builtins.list[dict[str, Any]]:
+        """Its recent egress events, oldest first: refused connections, DNS answers and refusals."""
+        return c.to_egress_events(await self._data(name, lambda ep: c.bare_spec("GET", f"{ep}/network/log"), _read_json))
 
     async def get(self, name: str) -> SandboxRecord:
         c.check_name(name)
@@ -333,7 +351,7 @@ class AsyncSandboxClient:
             was = cur or failed
             task = asyncio.ensure_future(self._attach_now(
                 name, was.sandbox_class if was else "default", was.network if was else None,
-                was.image if was else None))
+                was.image if was else None, was.egress if was else None))
             self._attaching[name] = task
 
             def done(t: asyncio.Task[c.CachedHandle], name: str = name) -> None:
@@ -347,9 +365,11 @@ class AsyncSandboxClient:
         return await asyncio.shield(task)
 
     async def _attach_now(self, name: str, sandbox_class: str, network: Optional[str],
-                          image: Optional[str]) -> c.CachedHandle:
+                          image: Optional[str], egress: Optional[dict[str, Any]] = None) -> c.CachedHandle:
         generation = self._generation.get(name, 0)
-        req: dict[str, str] = {"class": sandbox_class}
+        req: dict[str, Any] = {"class": sandbox_class}
+        if egress:
+            req["egress"] = egress
         if network:
             req["network"] = network
         if image is not None:
@@ -361,7 +381,7 @@ class AsyncSandboxClient:
         body, received, server_date = await self._control("POST", f"/v1/sandboxes/{c.q(name)}/attach", req, read)
         handle = c.to_handle(body)
         entry = c.CachedHandle(handle, sandbox_class, handle.network or network, handle.image or image,
-                               c.refresh_time(handle.expires_at, received, server_date))
+                               c.refresh_time(handle.expires_at, received, server_date), egress)
         if self._generation.get(name, 0) == generation:
             self._handles[name] = entry
         return entry

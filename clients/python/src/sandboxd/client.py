@@ -99,11 +99,30 @@ class SandboxClient:
     # ------------------------------------------------------------ control plane
 
     def attach(self, name: str, sandbox_class: Optional[str] = None, *, network: Optional[str] = None,
-               image: Optional[str] = None) -> SandboxHandle:
+               image: Optional[str] = None, egress: Optional[Mapping[str, Any]] = None) -> SandboxHandle:
         """Creates the sandbox on first call, reuses a running one, resumes a suspended one."""
         c.check_name(name)
-        entry = self._attach_now(name, sandbox_class or "default", network, image)
+        entry = self._attach_now(name, sandbox_class or "default", network, image,
+                                  dict(egress) if c.egress_active(egress) else None)
         return c.copy_handle(entry.handle)
+
+    def get_network(self, name: str) -> dict[str, Any]:
+        """The sandbox's egress policy in force: ``{"mode", "egress": {"allow", "deny"}}``."""
+        return c.to_network_policy(self._data(name, lambda ep: c.bare_spec("GET", f"{ep}/network"), self._read_json))
+
+    def set_network(self, name: str, policy: Mapping[str, Any]) -> dict[str, Any]:
+        """Replaces its egress policy (``{"allow": [...], "deny": [...]}``; ``{}`` removes it), for new
+        connections at once; answers the policy now in force."""
+        body = self._data(name, lambda ep: c.json_spec("PUT", f"{ep}/network", dict(policy)), self._read_json)
+        with self._lock:
+            cur = self._handles.get(name)
+            if cur is not None:
+                cur.egress = dict(policy) if c.egress_active(policy) else None
+        return c.to_network_policy(body)
+
+    def network_log(self, name: str) -> builtins.list[dict[str, Any]]:
+        """Its recent egress events, oldest first: refused connections, DNS answers and refusals."""
+        return c.to_egress_events(self._data(name, lambda ep: c.bare_spec("GET", f"{ep}/network/log"), self._read_json))
 
     def get(self, name: str) -> SandboxRecord:
         """The sandbox's record. Carries no credentials."""
@@ -384,12 +403,16 @@ class SandboxClient:
                     del self._handles[name]
             was = cur or failed
             return self._attach_now(name, was.sandbox_class if was else "default",
-                                    was.network if was else None, was.image if was else None)
+                                    was.network if was else None, was.image if was else None,
+                                    was.egress if was else None)
 
-    def _attach_now(self, name: str, sandbox_class: str, network: Optional[str], image: Optional[str]) -> c.CachedHandle:
+    def _attach_now(self, name: str, sandbox_class: str, network: Optional[str], image: Optional[str],
+                    egress: Optional[dict[str, Any]] = None) -> c.CachedHandle:
         with self._lock:
             generation = self._generation.get(name, 0)
-        req: dict[str, str] = {"class": sandbox_class}
+        req: dict[str, Any] = {"class": sandbox_class}
+        if egress:
+            req["egress"] = egress
         if network:
             req["network"] = network
         if image is not None:
@@ -401,7 +424,7 @@ class SandboxClient:
         body, received, server_date = self._control("POST", f"/v1/sandboxes/{c.q(name)}/attach", req, read)
         handle = c.to_handle(body)
         entry = c.CachedHandle(handle, sandbox_class, handle.network or network, handle.image or image,
-                               c.refresh_time(handle.expires_at, received, server_date))
+                               c.refresh_time(handle.expires_at, received, server_date), egress)
         with self._lock:
             if self._generation.get(name, 0) == generation:
                 self._handles[name] = entry

@@ -825,6 +825,28 @@ int agent_root(const struct agent_peer *peer, int *ret_fd, struct sbx_error *err
         return 0;
 }
 
+int agent_tcp_open(const struct agent_peer *peer, uint16_t port, int *ret_fd, struct sbx_error *err)
+{
+        _cleanup_close_ int fd = -1;
+        _cleanup_free_ uint8_t *payload = NULL;
+        struct agent_msg m;
+        uint32_t len;
+        int r;
+
+        agent_msg_init(&m, AGENT_REQ_TCP);
+        if ((r = agent_put_u64(&m, AGENT_T_PORT, port)) < 0) {
+                agent_msg_free(&m);
+                return build_error(err, r, "tcp");
+        }
+        if ((r = dial(peer, &fd, err)) >= 0)
+                r = agent_call(fd, &m, AGENT_CALL_TIMEOUT_MS, &payload, &len, err);
+        agent_msg_free(&m);
+        if (r < 0)
+                return r;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
 int agent_resize(const struct agent_peer *peer, const char *proc_id, unsigned cols, unsigned rows,
                  struct sbx_error *err)
 {

@@ -68,6 +68,7 @@ struct api_req {
         struct api_resp *early; /* an answer decided before the body */
         bool started;           /* the head is in (the handler's first call) */
         bool bad_uri;           /* the raw URI holds %00 */
+        char *raw_uri;          /* the request line's URI, undecoded (the port proxy's) */
 };
 
 /* A reference to the current keyring; keyring_free() it after use. */

@@ -18,9 +18,10 @@ struct manager;
 
 /* The strings and keys_ext are referenced, not copied: they outlive the api. */
 struct api_config {
-        const char *listen;    /* ADDR:PORT */
-        const char *url;       /* public base URL (iss, endpoints) */
-        const char *state_dir; /* where the key files are */
+        const char *listen;         /* ADDR:PORT */
+        const char *url;            /* public base URL (iss, endpoints) */
+        const char *preview_domain; /* preview share hosts <port>-<token>.<it>; NULL none */
+        const char *state_dir;      /* where the key files are */
         /* External issuers, loaded again with the own keys on SIGHUP. NULL = none. */
         const struct keys_external_config *keys_ext;
         int64_t credential_ttl_ms;

@@ -451,6 +451,7 @@ static int open_api(struct serve *sv)
         struct api_config ac = {
             .listen = s->listen,
             .url = s->url,
+            .preview_domain = s->preview_domain,
             .state_dir = s->state,
             .keys_ext = &sv->ext,
             .credential_ttl_ms = s->credential_ttl_ms,

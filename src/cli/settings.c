@@ -95,6 +95,9 @@ static const struct option_def defs[] = {
     STR("listen", listen, SET_URL, "127.0.0.1:7070", "address and port to serve on"),
     STR("url", url, SET_URL, NULL,
         "public base URL, the identity tokens' iss (default http://<listen>)"),
+    STR("preview_domain", preview_domain, SET_SERVE, NULL,
+        "domain of preview share host names, <port>-<token>.<domain> (a wildcard DNS name "
+        "that reaches this daemon; may end in :PORT); unset: path-form share URLs only"),
     STR("default_image", default_image, SET_SERVE, "debian", "image of every sandbox class"),
     ENUM("default_class", default_class, SET_SERVE, "ns",
          "driver of the `default` sandbox class (see Sandbox classes below); a sandbox keeps the "

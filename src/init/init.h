@@ -197,6 +197,8 @@ struct proc_spec {
 
 /* ---- conn.c ---- */
 int conn_accept_all(struct init_ctx *ctx);
+/* Close c now, whatever it holds (its fd handed to someone else). */
+void conn_drop(struct init_ctx *ctx, struct conn *c);
 void conn_on_event(struct init_ctx *ctx, struct conn *c, uint32_t events);
 /* Send iov[0..n) as one piece of the byte stream: what the socket does not
  * take now is queued (and sent on EPOLLOUT). False when c was closed. */
@@ -255,6 +257,11 @@ bool guard_reaped(struct init_ctx *ctx, pid_t pid);
 /* In a workload child, guard mode: join the guard's mount namespace and
  * drop CAP_SYS_ADMIN. 0 or -errno. */
 int guard_enter(const struct guard *g);
+
+/* ---- tcp.c ---- */
+/* AGENT_REQ_TCP: connect to port on loopback and relay the connection's
+ * bytes to it from a child; c is handed over to that child. */
+void tcp_relay_start(struct init_ctx *ctx, struct conn *c, uint64_t port);
 
 /* ---- proc.c ---- */
 /* Close every fd from first up (close_range, or a loop). */

@@ -122,6 +122,8 @@ static int req_field(struct req *rq, const struct agent_field *f)
                 free(rq->hostname);
                 rq->hostname = NULL;
                 return req_str(rq, f, "hostname", &rq->hostname);
+        case AGENT_T_PORT:
+                return agent_field_u64(f, &rq->port);
         default:
                 return 0; /* unknown tags are skipped */
         }

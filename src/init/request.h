@@ -34,6 +34,7 @@ struct req {
         uint32_t data_len;
         bool close;
         char *hostname;
+        uint64_t port; /* AGENT_T_PORT; 0: absent */
         char msg[256]; /* why a value is invalid */
 };
 

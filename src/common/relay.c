@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+#include "relay.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#define RELAY_BUF (64 * 1024)
+
+/* One direction: bytes read from `from` not yet written to `to`. */
+struct relay_dir {
+        int from, to;
+        char buf[RELAY_BUF];
+        size_t len, off;
+        bool eof;  /* from has ended */
+        bool done; /* ... and to was shut for writing once all was out */
+};
+
+static int64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Move what can move without blocking: 1 when bytes moved, 0 when none,
+ * -errno on a broken peer. */
+static int pump(struct relay_dir *d, short rev_from, short rev_to)
+{
+        int moved = 0;
+        if (d->len == 0 && !d->eof && (rev_from & (POLLIN | POLLHUP | POLLERR))) {
+                ssize_t n = recv(d->from, d->buf, sizeof(d->buf), MSG_DONTWAIT);
+                if (n > 0) {
+                        d->len = (size_t)n;
+                        d->off = 0;
+                        moved = 1;
+                } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+                        d->eof = true;
+                }
+        }
+        if (d->len > d->off && (rev_to & (POLLOUT | POLLERR | POLLHUP))) {
+                ssize_t n =
+                    send(d->to, d->buf + d->off, d->len - d->off, MSG_DONTWAIT | MSG_NOSIGNAL);
+                if (n < 0 && errno != EAGAIN && errno != EINTR)
+                        return -errno;
+                if (n > 0) {
+                        d->off += (size_t)n;
+                        moved = 1;
+                }
+                if (d->off == d->len)
+                        d->len = d->off = 0;
+        }
+        if (d->eof && d->len == 0 && !d->done) {
+                shutdown(d->to, SHUT_WR);
+                d->done = true;
+        }
+        return moved;
+}
+
+static short want(const struct relay_dir *d, int fd)
+{
+        short ev = 0;
+        if (fd == d->from && d->len == 0 && !d->eof)
+                ev |= POLLIN;
+        if (fd == d->to && d->len > d->off)
+                ev |= POLLOUT;
+        return ev;
+}
+
+static int relay_loop(struct relay_dir *up, struct relay_dir *down, int64_t idle_ms)
+{
+        int a = up->from, b = up->to;
+        int64_t last = now_ms();
+        while (!up->done || !down->done) {
+                struct pollfd p[2] = {{.fd = a, .events = (short)(want(up, a) | want(down, a))},
+                                      {.fd = b, .events = (short)(want(up, b) | want(down, b))}};
+                int wait = -1;
+                if (idle_ms >= 0) {
+                        int64_t left = last + idle_ms - now_ms();
+                        if (left <= 0)
+                                return -ETIMEDOUT;
+                        wait = left > 1000000 ? 1000000 : (int)left;
+                }
+                int n = poll(p, 2, wait);
+                if (n < 0 && errno != EINTR)
+                        return -errno;
+                if (n <= 0)
+                        continue;
+                int r1 = pump(up, p[0].revents, p[1].revents);
+                int r2 = pump(down, p[1].revents, p[0].revents);
+                if (r1 < 0 || r2 < 0)
+                        return r1 < 0 ? r1 : r2;
+                if (r1 || r2)
+                        last = now_ms();
+        }
+        return 0;
+}
+
+static int preload(struct relay_dir *d, const void *pre, size_t len)
+{
+        if (len > sizeof(d->buf))
+                return -E2BIG;
+        if (len)
+                memcpy(d->buf, pre, len);
+        d->len = len;
+        return 0;
+}
+
+int relay_run(int a, int b, const struct relay_pre *pre, int64_t idle_ms)
+{
+        /* Two 64 KiB buffers: off the stack of a thread that may have little. */
+        static _Thread_local struct relay_dir up, down;
+        up = (struct relay_dir){.from = a, .to = b};
+        down = (struct relay_dir){.from = b, .to = a};
+        int r;
+        if (pre && ((r = preload(&up, pre->to_b, pre->to_b_len)) < 0 ||
+                    (r = preload(&down, pre->to_a, pre->to_a_len)) < 0))
+                return r;
+        return relay_loop(&up, &down, idle_ms);
+}

@@ -499,9 +499,7 @@ void ports_open(struct api_call *c, struct sandbox *sb, uint16_t port, const cha
         c->req->stream_ops = &proxy_ops;
 }
 
-/* A path without the '/' after the port: the browser's relative links
- * would resolve against the parent, so send it to the directory. */
-static void redirect_slash(struct api_call *c, const char *rest, struct api_resp *resp)
+void ports_redirect_slash(struct api_call *c, const char *rest, struct api_resp *resp)
 {
         size_t path_len = (size_t)(rest - c->req->raw_uri);
         struct buf loc;
@@ -513,8 +511,8 @@ static void redirect_slash(struct api_call *c, const char *rest, struct api_resp
                 api_error(resp, 500, "internal", "out of memory");
                 return;
         }
+        api_json(resp, 308, json_pack("{s:s}", "location", loc.data));
         buf_free(&loc);
-        api_error(resp, 308, "redirect", "the port's root is its path with a trailing '/'");
 }
 
 void ports_proxy(struct api_call *c, struct api_resp *resp)
@@ -531,7 +529,7 @@ void ports_proxy(struct api_call *c, struct api_resp *resp)
                 return;
         }
         if (*rest != '/') {
-                redirect_slash(c, rest, resp);
+                ports_redirect_slash(c, rest, resp);
                 return;
         }
         char prefix[API_PATH_MAX];

@@ -29,6 +29,11 @@ bool ports_preview_host(struct api *a, struct api_req *req);
 /* The route of such requests. */
 const struct api_route *ports_preview_route(void);
 
+/* 308 to the raw URI with a '/' put in before rest (a pointer into it):
+ * without it a browser resolves the page's relative links against the
+ * parent of the port's root. */
+void ports_redirect_slash(struct api_call *c, const char *rest, struct api_resp *resp);
+
 /* The port of a path segment: 1..65535 in decimal, else 0. */
 uint16_t ports_parse(const char *s);
 

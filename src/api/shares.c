@@ -49,7 +49,7 @@ static json_t *share_json(struct api *a, const struct store_share *sh)
                 free(path_url);
                 return NULL;
         }
-        json_t *j = json_pack("{s:s, s:i, s:s, s:s, s:s?, s:s, s:s, s:s, s:b}", "id", sh->id,
+        json_t *j = json_pack("{s:s, s:i, s:s, s:s, s:s*, s:s, s:s, s:s, s:b}", "id", sh->id,
                               "port", (json_int_t)sh->port, "url", host_url ? host_url : path_url,
                               "pathUrl", path_url, "hostUrl", host_url, "token", tok, "expiresAt",
                               exp, "createdAt", created, "public", sh->public);
@@ -263,12 +263,7 @@ void ports_preview(struct api_call *c, struct api_resp *resp)
         while (*tok == '/')
                 tok++;
         if (*rest != '/') {
-                char loc[API_PATH_MAX + 8];
-                snprintf(loc, sizeof(loc), "%.*s/%s", (int)MIN(rest - raw, API_PATH_MAX), raw,
-                         rest);
-                api_resp_header(resp, "Location", 8, loc, strlen(loc));
-                api_error(resp, 308, "redirect",
-                          "the share's root is its path with a trailing '/'");
+                ports_redirect_slash(c, rest, resp);
                 return;
         }
         char prefix[API_PATH_MAX];

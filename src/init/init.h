@@ -25,6 +25,7 @@
 #include "ring.h"
 
 #define INIT_MAX_CONNS 1024
+#define INIT_MAX_RELAYS 512 /* TCP connections relayed at once (AGENT_REQ_TCP) */
 #define INIT_STDIN_QUEUE_MAX (8u << 20)
 #define INIT_ARGV_MAX_BYTES (1u << 20) /* kept per process and echoed in statuses */
 #define INIT_CWD_DEFAULT "/workspace"
@@ -174,6 +175,9 @@ struct init_ctx {
         uint64_t seq, exit_seq;
         bool pump_any; /* some process has pump set */
 
+        pid_t relays[INIT_MAX_RELAYS]; /* AGENT_REQ_TCP's children (tcp.c) */
+        unsigned n_relays;
+
         struct conn *ready; /* conns whose next frame can now be dispatched */
         struct conn *dead_conns;
         struct proc *dead_procs;
@@ -262,6 +266,10 @@ int guard_enter(const struct guard *g);
 /* AGENT_REQ_TCP: connect to port on loopback and relay the connection's
  * bytes to it from a child; c is handed over to that child. */
 void tcp_relay_start(struct init_ctx *ctx, struct conn *c, uint64_t port);
+/* pid was reaped: if a relay, forget it. */
+void tcp_relay_reaped(struct init_ctx *ctx, pid_t pid);
+/* End every relay (a quiesce: no host socket may stay open). */
+void tcp_relay_kill_all(struct init_ctx *ctx);
 
 /* ---- proc.c ---- */
 /* Close every fd from first up (close_range, or a loop). */

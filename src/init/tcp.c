@@ -100,6 +100,11 @@ void tcp_relay_start(struct init_ctx *ctx, struct conn *c, uint64_t port)
                 conn_reply_err(ctx, c, AGENT_E_INVALID, "tcp: port must be 1..65535");
                 return;
         }
+        if (ctx->n_relays == INIT_MAX_RELAYS) {
+                conn_reply_err(ctx, c, AGENT_E_CAP, "tcp: %d connections open already",
+                               INIT_MAX_RELAYS);
+                return;
+        }
         if (c->out_off < c->out.len) {
                 conn_reply_err(ctx, c, AGENT_E_STATE, "tcp: answers pending on this connection");
                 return;
@@ -114,7 +119,22 @@ void tcp_relay_start(struct init_ctx *ctx, struct conn *c, uint64_t port)
                         _exit(1);
                 relay_child((uint16_t)port);
         }
-        /* The child has the connection now; PID 1 reaps it like any orphan
-         * (proc_reap_all forgets pids it does not know). */
+        /* The child has the connection now. */
+        ctx->relays[ctx->n_relays++] = pid;
         conn_drop(ctx, c);
+}
+
+void tcp_relay_reaped(struct init_ctx *ctx, pid_t pid)
+{
+        for (unsigned i = 0; i < ctx->n_relays; i++)
+                if (ctx->relays[i] == pid) {
+                        ctx->relays[i] = ctx->relays[--ctx->n_relays];
+                        return;
+                }
+}
+
+void tcp_relay_kill_all(struct init_ctx *ctx)
+{
+        for (unsigned i = 0; i < ctx->n_relays; i++)
+                kill(ctx->relays[i], SIGKILL);
 }

@@ -10,6 +10,8 @@
 #include "ports.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -448,6 +450,67 @@ static const struct api_stream_ops proxy_ops = {
 
 /* ---------------------------------------------------------------- handlers */
 
+/* Connect s (a socket of the sandbox's network namespace) to its
+ * loopback's port: 0, or -errno (-ECONNREFUSED: nothing listens). */
+static int connect_loopback(int s, bool v6, uint16_t port)
+{
+        struct sockaddr_in v4a = {.sin_family = AF_INET,
+                                  .sin_port = htons(port),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        struct sockaddr_in6 v6a = {
+            .sin6_family = AF_INET6, .sin6_port = htons(port), .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+        int fl = fcntl(s, F_GETFL);
+        if (fl < 0 || fcntl(s, F_SETFL, fl | O_NONBLOCK) < 0)
+                return -errno;
+        int r = v6 ? connect(s, (struct sockaddr *)&v6a, sizeof(v6a))
+                   : connect(s, (struct sockaddr *)&v4a, sizeof(v4a));
+        if (r < 0 && errno != EINPROGRESS)
+                return -errno;
+        if (r < 0) {
+                struct pollfd pf = {.fd = s, .events = POLLOUT};
+                int n = poll(&pf, 1, AGENT_CALL_TIMEOUT_MS);
+                if (n <= 0)
+                        return n == 0 ? -ETIMEDOUT : -errno;
+                int e = 0;
+                socklen_t l = sizeof(e);
+                if (getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &l) < 0)
+                        return -errno;
+                if (e)
+                        return -e;
+        }
+        int one = 1;
+        setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        return 0;
+}
+
+/* The upstream connection: a socket sandbox-init made in the sandbox's
+ * network namespace, connected here to 127.0.0.1 and then ::1; or a
+ * stream its relay carries (it tried both itself). */
+static int open_upstream(struct sandbox *sb, uint16_t port, int *ret_fd, struct sbx_error *err)
+{
+        for (int v6 = 0; v6 < 2; v6++) {
+                bool unconnected = false;
+                int fd = -1;
+                int r = agent_tcp_open(mgr_agent(sb), port, v6, &fd, &unconnected, err);
+                if (r < 0)
+                        return r;
+                if (!unconnected) {
+                        *ret_fd = fd;
+                        return 0;
+                }
+                r = connect_loopback(fd, v6, port);
+                if (r == 0) {
+                        *ret_fd = fd;
+                        return 0;
+                }
+                close(fd);
+                /* No such listener, or no IPv6 on its loopback: the other. */
+                if (r != -ECONNREFUSED && r != -EADDRNOTAVAIL && r != -ENETUNREACH)
+                        return sbx_error_set(err, -r, "connect to port %u", port);
+        }
+        return sbx_error_set(err, ENOENT, "nothing listens on port %u", port);
+}
+
 static void open_error(int r, uint16_t port, const char *name, const struct sbx_error *err,
                        struct api_resp *resp)
 {
@@ -478,7 +541,7 @@ void ports_open(struct api_call *c, struct sandbox *sb, uint16_t port, const cha
             MHD_get_connection_info(c->req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci)
                 p->client_fd = ci->connect_fd;
-        int r = agent_tcp_open(mgr_agent(sb), port, &p->fd, &err);
+        int r = open_upstream(sb, port, &p->fd, &err);
         if (r < 0) {
                 open_error(r, port, c->name ? c->name : "", &err, resp);
                 proxy_free(p);

@@ -606,7 +606,7 @@ void handle_request(struct init_ctx *ctx, struct conn *c, uint16_t type, const u
         else if (type == AGENT_REQ_RESIZE)
                 handle_resize(ctx, c, &rq);
         else if (type == AGENT_REQ_TCP)
-                tcp_relay_start(ctx, c, rq.port);
+                tcp_relay_start(ctx, c, &rq);
         else
                 handle_stdin(ctx, c, &rq);
         req_free(&rq);

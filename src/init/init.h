@@ -263,9 +263,12 @@ bool guard_reaped(struct init_ctx *ctx, pid_t pid);
 int guard_enter(const struct guard *g);
 
 /* ---- tcp.c ---- */
-/* AGENT_REQ_TCP: connect to port on loopback and relay the connection's
- * bytes to it from a child; c is handed over to that child. */
-void tcp_relay_start(struct init_ctx *ctx, struct conn *c, uint64_t port);
+/* AGENT_REQ_TCP: hand the daemon a socket of the sandbox's network
+ * namespace, or (under the guard: gVisor) connect to the port on loopback
+ * and relay the connection's bytes to it from a child, to which c is
+ * handed over. */
+struct req;
+void tcp_relay_start(struct init_ctx *ctx, struct conn *c, const struct req *rq);
 /* pid was reaped: if a relay, forget it. */
 void tcp_relay_reaped(struct init_ctx *ctx, pid_t pid);
 /* End every relay (a quiesce: no host socket may stay open). */

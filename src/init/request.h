@@ -35,6 +35,7 @@ struct req {
         bool close;
         char *hostname;
         uint64_t port; /* AGENT_T_PORT; 0: absent */
+        bool v6;       /* AGENT_T_V6 */
         char msg[256]; /* why a value is invalid */
 };
 

@@ -1,15 +1,20 @@
 /* SPDX-License-Identifier: MIT */
-/* AGENT_REQ_TCP: the daemon's way to a TCP port inside the sandbox.
+/* AGENT_REQ_TCP: the daemon's way to a TCP port inside the sandbox, made
+ * from inside, so that it works alike for every class and network mode (a
+ * sandbox without a network, `none`, still has its loopback).
  *
- * PID 1 forks a relay for each such connection: the child connects to the
- * port on the sandbox's own loopback, answers the request, and from then
- * on copies bytes between the agent connection and that TCP connection
- * until both directions have ended. Connecting from inside is what makes
- * this work alike for every class and network mode: under gVisor the
- * sandbox's loopback lives in the sentry's own network stack, which no
- * host socket reaches, and a sandbox without a network (`none`) still has
- * its loopback. The event loop of PID 1 never carries these bytes: a slow
- * peer holds only its own relay. */
+ * Where PID 1 shares the host's kernel (ns), it hands the daemon a new,
+ * unconnected socket made in the sandbox's network namespace: a socket
+ * keeps the namespace it was made in, so the daemon's connect to
+ * 127.0.0.1 reaches the sandbox's loopback, and PID 1 never waits on a
+ * connect (a full backlog would stall its loop).
+ *
+ * Under gVisor (the guard) the sandbox's loopback lives in the sentry's
+ * own network stack and its sockets cannot travel to the host: PID 1 forks
+ * a relay for each connection, which connects to the port, answers, and
+ * from then on copies bytes between the agent connection and that TCP
+ * connection until both directions have ended. The event loop of PID 1
+ * never carries these bytes: a slow peer holds only its own relay. */
 #include "init.h"
 #include "request.h"
 #include "../common/relay.h"
@@ -94,10 +99,28 @@ static _Noreturn void relay_child(uint16_t port)
         _exit(0);
 }
 
-void tcp_relay_start(struct init_ctx *ctx, struct conn *c, uint64_t port)
+static void hand_socket(struct init_ctx *ctx, struct conn *c, bool v6)
 {
+        int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+        if (fd < 0) {
+                conn_reply_err(ctx, c, AGENT_E_INTERNAL, "tcp: socket: %s", strerror(errno));
+                return;
+        }
+        int r = conn_reply_fd(ctx, c, fd);
+        close(fd);
+        if (r == -EBUSY)
+                conn_reply_err(ctx, c, AGENT_E_STATE, "tcp: answers pending on this connection");
+}
+
+void tcp_relay_start(struct init_ctx *ctx, struct conn *c, const struct req *rq)
+{
+        uint64_t port = rq->port;
         if (port < 1 || port > 65535) {
                 conn_reply_err(ctx, c, AGENT_E_INVALID, "tcp: port must be 1..65535");
+                return;
+        }
+        if (!ctx->guard.on) {
+                hand_socket(ctx, c, rq->v6);
                 return;
         }
         if (ctx->n_relays == INIT_MAX_RELAYS) {

@@ -31,6 +31,7 @@ struct api_config {
         int64_t max_connections;
         int64_t max_connections_per_ip;  /* 0 = a quarter of max_connections */
         int64_t request_head_timeout_ms; /* 0 = none */
+        int64_t port_timeout_ms;         /* the port proxy's answer wait; 0 = 60 s */
         int64_t rate_limit;              /* requests/s per deployment; 0 = off */
         int64_t rate_burst;              /* 0 = 2 x rate_limit */
 };

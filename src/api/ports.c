@@ -46,6 +46,11 @@ struct proxy {
         struct httpmsg_chunked ch;
 };
 
+static int64_t timeout_ms(const struct api *a)
+{
+        return a->cfg.port_timeout_ms > 0 ? a->cfg.port_timeout_ms : PORTS_TIMEOUT_DEFAULT_MS;
+}
+
 static void proxy_free(struct proxy *p)
 {
         if (!p)
@@ -98,7 +103,7 @@ static int send_up(struct proxy *p, const void *data, size_t len)
         while (len) {
                 ssize_t n = send(p->fd, d, len, MSG_DONTWAIT | MSG_NOSIGNAL);
                 if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-                        int r = wait_up(p, POLLOUT, PORTS_IDLE_MS);
+                        int r = wait_up(p, POLLOUT, 2 * timeout_ms(p->a));
                         if (r < 0)
                                 return r;
                         continue;
@@ -278,13 +283,13 @@ static int read_head(struct proxy *p, struct httpmsg_head *h, size_t *ret_end,
                         p->in_off += end; /* 100 Continue, 103 Early Hints: not passed on */
                         continue;
                 }
-                ssize_t n = recv_up(p, PORTS_RESPONSE_TIMEOUT_MS);
+                ssize_t n = recv_up(p, timeout_ms(p->a));
                 if (n > 0)
                         continue;
                 if (n == -ETIMEDOUT)
                         api_error(resp, 504, "upstream_timeout",
-                                  "the server in the sandbox did not answer within %d s",
-                                  PORTS_RESPONSE_TIMEOUT_MS / 1000);
+                                  "the server in the sandbox did not answer within %lld ms",
+                                  (long long)timeout_ms(p->a));
                 else if (n == -E2BIG)
                         api_error(resp, 502, "bad_gateway",
                                   "the answer's head is longer than %u bytes", PORTS_HEAD_MAX);
@@ -347,7 +352,7 @@ static ssize_t proxy_read(void *cls, uint64_t pos, char *buf, size_t max)
                         return n > 0 ? n : MHD_CONTENT_READER_END_OF_STREAM;
                 if (n == -EPROTO)
                         return MHD_CONTENT_READER_END_WITH_ERROR;
-                ssize_t got = recv_up(p, PORTS_IDLE_MS);
+                ssize_t got = recv_up(p, 2 * timeout_ms(p->a));
                 if (got == 0 && p->mode == BODY_TO_CLOSE)
                         return MHD_CONTENT_READER_END_OF_STREAM;
                 if (got <= 0) /* cut short, idle, or the client went away */
@@ -367,7 +372,7 @@ static void upgraded(void *cls, const char *extra, size_t extra_len, int sock, v
                                 .to_a_len = p->in_len - p->in_off,
                                 .to_b = extra,
                                 .to_b_len = extra_len};
-        relay_run(sock, p->fd, &pre, PORTS_UPGRADED_IDLE_MS);
+        relay_run(sock, p->fd, &pre, 10 * timeout_ms(p->a));
         MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
         proxy_free(p);
 }

@@ -11,10 +11,11 @@
 
 #include "routes.h"
 
-#define PORTS_HEAD_MAX (64u << 10)          /* a response head from the sandbox */
-#define PORTS_RESPONSE_TIMEOUT_MS 60000     /* the response head after the request's end */
-#define PORTS_IDLE_MS 120000                /* a body in either direction with nothing moving */
-#define PORTS_UPGRADED_IDLE_MS (600 * 1000) /* an upgraded connection (WebSocket) */
+#define PORTS_HEAD_MAX (64u << 10) /* a response head from the sandbox */
+/* Timeouts derive from the port_timeout setting T (default 60 s): the
+ * response head within T of the request's end, a body with nothing moving
+ * either way for 2 T, an upgraded connection (WebSocket) silent for 10 T. */
+#define PORTS_TIMEOUT_DEFAULT_MS 60000
 
 api_handler ports_proxy;
 api_handler ports_preview;

@@ -132,6 +132,10 @@ static const struct option_def defs[] = {
     INT("max_connections_per_ip", max_connections_per_ip, SET_SERVE, NULL, 1, 1048576, 0,
         "concurrent HTTP connections from one client address (default a quarter of "
         "max_connections)"),
+    DURATION("port_timeout", port_timeout_ms, SET_SERVE, "60s", SEC, HOUR, 0,
+             "{endpoint}/ports/: how long the server in a sandbox may take to begin its answer "
+             "(504 after), and a body or upgraded connection may stay silent (cut after twice "
+             "this; ten times for an upgraded one)"),
     DURATION("request_head_timeout", request_head_timeout_ms, SET_SERVE, "10s", SEC, HOUR, V_ZERO,
              "close a connection whose request line and headers take longer than this (0 = "
              "never)"),

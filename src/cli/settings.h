@@ -38,6 +38,7 @@ struct settings {
         int64_t max_connections;
         int64_t max_connections_per_ip; /* 0 = a quarter of max_connections */
         int64_t request_head_timeout_ms;
+        int64_t port_timeout_ms;
         int64_t uid_base; /* -1 = auto */
         int64_t max_sandboxes;
         int64_t memory_limit;

@@ -57,8 +57,15 @@ class H(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
             return
         if p == "/slow":
-            time.sleep(3)
+            time.sleep(1)
             return self.send_json({"slow": True})
+        if p == "/silent":
+            time.sleep(60)
+            return
+        if p == "/garbage":
+            self.wfile.write(b"SPDY/9 200 whatever\r\n\r\n"); self.wfile.flush()
+            self.close_connection = True
+            return
         if p == "/ws":
             key = self.headers["Sec-WebSocket-Key"]
             acc = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
@@ -126,7 +133,9 @@ function req(handle, method, path, { headers = {}, body, auth = true, url } = {}
 
 before(async () => {
   if (!HAVE_DEBIAN) return;
-  d = await new Daemon({ image: "debian" }).start();
+  // The answer's head may take 4 s (504 after); preview hosts are
+  // <port>-<token>.preview.test, reached with a Host header (no DNS).
+  d = await new Daemon({ image: "debian", args: ["--port-timeout", "4s", "--preview-domain", "preview.test"] }).start();
   c = new Client(d);
   await startServer(c, "web");
   h = c.handles.get("web");
@@ -279,6 +288,17 @@ function wsRead(sock, head, n) {
   });
 }
 
+test("an answer that never comes: 504; one that is not HTTP: 502", { skip: NO_DEBIAN }, async () => {
+  const r = await req(h, "GET", "/ports/8000/silent");
+  assert.equal(r.status, 504);
+  assert.equal(r.json.error.code, "upstream_timeout");
+  const g = await req(h, "GET", "/ports/8000/garbage");
+  assert.equal(g.status, 502);
+  assert.equal(g.json.error.code, "bad_gateway");
+  // The server is still there for the next request.
+  assert.equal((await req(h, "GET", "/ports/8000/echo")).status, 200);
+});
+
 test("a WebSocket echoes through the proxy", { skip: NO_DEBIAN }, async () => {
   const ws = await wsConnect(h, "/ports/8000/ws", h.headers);
   assert.equal(ws.res.statusCode, 101);
@@ -297,13 +317,26 @@ test("a share URL works without the credential, only for its port, and is revoke
   assert.equal(r.status, 201, JSON.stringify(r.body));
   const sh = r.body;
   assert.match(sh.token, /^[0-9a-f]{48}$/);
-  assert.equal(sh.url, `${d.url}/v1/preview/${sh.token}/`);
-  const g = await req(null, "GET", "", { url: `${sh.url}echo/x?y=1`, auth: false });
+  assert.equal(sh.pathUrl, `${d.url}/v1/preview/${sh.token}/`);
+  assert.equal(sh.url, `http://8000-${sh.token}.preview.test/`);
+  assert.equal(sh.hostUrl, sh.url);
+  // The host form: any path of that host is the sandbox's.
+  const host = new URL(sh.url).host;
+  const hf = await req(null, "GET", "", { url: `${d.url}/echo/v1/sandboxes?z=1`, auth: false, headers: { host } });
+  assert.equal(hf.status, 200);
+  assert.equal(hf.json.path, "/echo/v1/sandboxes?z=1");
+  assert.equal(hf.json.headers["x-forwarded-host"], host);
+  assert.equal(hf.json.headers["x-forwarded-prefix"], undefined);
+  // Another port in the host than the share's: none.
+  const wrong = await req(null, "GET", "", { url: `${d.url}/echo`, auth: false, headers: { host: `8001-${sh.token}.preview.test` } });
+  assert.equal(wrong.status, 404);
+  assert.equal(wrong.json.error.code, "share_not_found");
+  const g = await req(null, "GET", "", { url: `${sh.pathUrl}echo/x?y=1`, auth: false });
   assert.equal(g.status, 200);
   assert.equal(g.json.path, "/echo/x?y=1");
   assert.equal(g.json.headers["x-forwarded-prefix"], `/v1/preview/${sh.token}`);
   // A WebSocket through the share.
-  const ws = await wsConnect(null, "", {}, `${sh.url}ws`);
+  const ws = await wsConnect(null, "", {}, `${sh.pathUrl}ws`);
   const reading = wsRead(ws.sock, ws.head, 1);
   ws.sock.write(wsFrame("shared"));
   assert.deepEqual(await reading, ["echo:shared"]);
@@ -316,7 +349,10 @@ test("a share URL works without the credential, only for its port, and is revoke
   assert.equal((await req(null, "GET", "", { url: `${d.url}/v1/preview/${bad}/echo`, auth: false })).status, 404);
   // Revoked: 404 at once.
   assert.equal((await c.data("web", "DELETE", `/ports/8000/share/${sh.id}`)).status, 204);
-  const after = await req(null, "GET", "", { url: `${sh.url}echo`, auth: false });
+  const after = await req(null, "GET", "", { url: `${sh.pathUrl}echo`, auth: false });
+  const gone = await req(null, "GET", "", { url: `${d.url}/echo`, auth: false, headers: { host } });
+  assert.equal(gone.status, 404);
+  assert.equal(gone.json.error.code, "share_not_found");
   assert.equal(after.status, 404);
   assert.equal(after.json.error.code, "share_not_found");
   assert.equal((await c.data("web", "DELETE", `/ports/8000/share/${sh.id}`)).status, 404);
@@ -326,9 +362,9 @@ test("a share expires", { skip: NO_DEBIAN }, async () => {
   const r = await c.data("web", "POST", "/ports/8000/share", { ttl: "2s", public: true });
   assert.equal(r.status, 201);
   const exp = Date.parse(r.body.expiresAt);
-  assert.equal((await req(null, "GET", "", { url: `${r.body.url}echo`, auth: false })).status, 200);
+  assert.equal((await req(null, "GET", "", { url: `${r.body.pathUrl}echo`, auth: false })).status, 200);
   await until(() => Date.now() > exp + 200, 10000);
-  const g = await req(null, "GET", "", { url: `${r.body.url}echo`, auth: false });
+  const g = await req(null, "GET", "", { url: `${r.body.pathUrl}echo`, auth: false });
   assert.equal(g.status, 401);
   assert.equal(g.json.error.code, "share_expired");
   for (const ttl of ["0s", "31d", "soon", -1, true])
@@ -339,7 +375,7 @@ test("a share that is not public takes its deployment's identity token, and stri
   const r = await c.data("web", "POST", "/ports/8000/share", { ttl: "1h" });
   assert.equal(r.status, 201);
   assert.equal(r.body.public, false);
-  const url = `${r.body.url}echo`;
+  const url = `${r.body.pathUrl}echo`;
   assert.equal((await req(null, "GET", "", { url, auth: false })).status, 401);
   const foreign = d.token("dep-b", "acct-b");
   assert.equal((await req(null, "GET", "", { url, auth: false, headers: { authorization: `Bearer ${foreign}` } })).status, 401);
@@ -353,8 +389,8 @@ test("a share of one sandbox never reaches another's port; a sandbox deleted end
   await startServer(c, "other");
   const mine = await c.data("web", "POST", "/ports/8000/share", { public: true });
   const theirs = await c.data("other", "POST", "/ports/8000/share", { public: true });
-  const a = await req(null, "GET", "", { url: `${mine.body.url}echo`, auth: false });
-  const b = await req(null, "GET", "", { url: `${theirs.body.url}echo`, auth: false });
+  const a = await req(null, "GET", "", { url: `${mine.body.pathUrl}echo`, auth: false });
+  const b = await req(null, "GET", "", { url: `${theirs.body.pathUrl}echo`, auth: false });
   assert.equal(a.status, 200);
   assert.equal(b.status, 200);
   // Each reached its own server: the one of its sandbox's hostname.
@@ -366,7 +402,7 @@ test("a share of one sandbox never reaches another's port; a sandbox deleted end
   assert.equal((await c.control("DELETE", "/v1/sandboxes/other")).status, 204);
   c.handles.delete("other");
   await startServer(c, "other");
-  const gone = await req(null, "GET", "", { url: `${theirs.body.url}echo`, auth: false });
+  const gone = await req(null, "GET", "", { url: `${theirs.body.pathUrl}echo`, auth: false });
   assert.equal(gone.status, 404, "a share reached a later sandbox of the same name");
   assert.equal((await c.control("DELETE", "/v1/sandboxes/other")).status, 204);
   c.handles.delete("other");
@@ -376,7 +412,7 @@ test("shares survive a restart of the daemon", { skip: NO_DEBIAN }, async () => 
   const r = await c.data("web", "POST", "/ports/8000/share", { public: true });
   assert.equal(r.status, 201);
   await d.restart();
-  const g = await req(null, "GET", "", { url: `${r.body.url}echo`, auth: false });
+  const g = await req(null, "GET", "", { url: `${r.body.pathUrl}echo`, auth: false });
   assert.equal(g.status, 200);
 });
 

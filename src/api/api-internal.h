@@ -28,6 +28,7 @@ struct api_metrics {
         atomic_ullong exec_ms_total;
         atomic_ullong bytes_in, bytes_out;
         atomic_ullong rate_limited; /* requests refused with 429 */
+        atomic_ullong port_opened, port_unreachable, port_failed, port_upgraded; /* ports.c */
 };
 
 struct api {

@@ -368,6 +368,7 @@ static void proxy_source_free(void *cls)
 static void upgraded(void *cls, const char *extra, size_t extra_len, int sock, void *urh)
 {
         struct proxy *p = cls;
+        atomic_fetch_add(&p->a->metrics.port_upgraded, 1);
         struct relay_pre pre = {.to_a = p->in + p->in_off,
                                 .to_a_len = p->in_len - p->in_off,
                                 .to_b = extra,
@@ -547,6 +548,10 @@ void ports_open(struct api_call *c, struct sandbox *sb, uint16_t port, const cha
         if (ci)
                 p->client_fd = ci->connect_fd;
         int r = open_upstream(sb, port, &p->fd, &err);
+        atomic_fetch_add(r == 0         ? &c->a->metrics.port_opened
+                         : r == -ENOENT ? &c->a->metrics.port_unreachable
+                                        : &c->a->metrics.port_failed,
+                         1);
         if (r < 0) {
                 open_error(r, port, c->name ? c->name : "", &err, resp);
                 proxy_free(p);

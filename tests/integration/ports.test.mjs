@@ -182,10 +182,13 @@ test("without or with a foreign credential: 401; a bad port: 400; no slash: 308"
   assert.equal(s.headers.location, "/v1/sandboxes/web/ports/8000/?q=1");
 });
 
-test("nothing listening: 502 port_unreachable", { skip: NO_DEBIAN }, async () => {
+test("nothing listening: 502 port_unreachable, counted", { skip: NO_DEBIAN }, async () => {
   const r = await req(h, "GET", "/ports/8999/");
   assert.equal(r.status, 502);
   assert.equal(r.json.error.code, "port_unreachable");
+  const m = await (await fetch(`${d.url}/metrics`)).text();
+  assert.match(m, /sandboxd_port_connections_total\{result="unreachable"\} [1-9]/);
+  assert.match(m, /sandboxd_port_connections_total\{result="opened"\} [1-9]/);
 });
 
 test("a 50 MiB POST streams through (chunked and sized); the server's digest matches", { skip: NO_DEBIAN }, async () => {

@@ -39,6 +39,7 @@ struct proxy {
         bool upgrade;       /* the client asked for an Upgrade */
         bool head_only;     /* HEAD: no body comes back */
         int write_err;      /* the first error sending the body on */
+        uint64_t body_in;   /* request body bytes taken, against max_file */
         char *in;           /* from upstream, not yet taken: [in_off, in_len) */
         size_t in_off, in_len;
         enum body_mode mode;
@@ -240,6 +241,9 @@ static int build_head(struct api_call *c, struct proxy *p, uint16_t port, const 
 static void proxy_write(void *stream, const void *data, size_t len)
 {
         struct proxy *p = stream;
+        p->body_in += len;
+        if (p->body_in > (uint64_t)p->a->cfg.max_file_bytes)
+                p->write_err = -E2BIG; /* a chunked body has no length to refuse early */
         if (p->write_err || len == 0)
                 return;
         char size[24];
@@ -424,7 +428,9 @@ static void answer(struct proxy *p, const struct httpmsg_head *h, struct api_res
         }
         if (p->mode == BODY_LENGTH) {
                 resp->source_sized = true;
-                resp->source_len = no_body && h->content_length >= 0 ? 0 : p->left;
+                /* HEAD: the length a GET would have, and no body. */
+                resp->source_len =
+                    p->head_only && h->content_length >= 0 ? (uint64_t)h->content_length : p->left;
         }
         resp->source = (struct api_body_source){
             .read = proxy_read, .free = proxy_source_free, .cls = p, .block = PROXY_BLOCK};
@@ -433,6 +439,11 @@ static void answer(struct proxy *p, const struct httpmsg_head *h, struct api_res
 static void proxy_finish(struct api *a, void *stream, struct api_resp *resp)
 {
         struct proxy *p = stream;
+        if (p->write_err == -E2BIG) {
+                api_too_large(a, API_CAP_FILE, resp);
+                proxy_free(p);
+                return;
+        }
         if (p->chunked_up && !p->write_err)
                 p->write_err = send_up(p, "0\r\n\r\n", 5);
         struct httpmsg_head h;

@@ -436,3 +436,23 @@ test("a sandbox without a network is reached too", { skip: NO_DEBIAN }, async ()
   assert.equal(g.status, 200);
   assert.equal((await c.control("DELETE", "/v1/sandboxes/offline")).status, 204);
 });
+
+test("a request body over max_file: 413, chunked or sized", { skip: NO_DEBIAN }, async () => {
+  const small = await new Daemon({ image: "debian", args: ["--max-file", "1M"] }).start();
+  try {
+    const sc = new Client(small);
+    await startServer(sc, "capped");
+    const sh = sc.handles.get("capped");
+    const two = Buffer.alloc(2 << 20, 7);
+    const chunked = await req(sh, "POST", "/ports/8000/upload", { body: (w) => { w.write(two.subarray(0, 1 << 20)); w.end(two.subarray(1 << 20)); } });
+    assert.equal(chunked.status, 413);
+    assert.equal(chunked.json.error.code, "too_large");
+    const sized = await req(sh, "POST", "/ports/8000/upload", { headers: { "content-length": String(two.length) }, body: two });
+    assert.equal(sized.status, 413);
+    const fits = await req(sh, "POST", "/ports/8000/upload", { body: two.subarray(0, 1000) });
+    assert.equal(fits.status, 200);
+    assert.equal(fits.json.bytes, 1000);
+  } finally {
+    await small.destroy();
+  }
+});

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -111,13 +112,23 @@ static int preload(struct relay_dir *d, const void *pre, size_t len)
 
 int relay_run(int a, int b, const struct relay_pre *pre, int64_t idle_ms)
 {
-        /* Two 64 KiB buffers: off the stack of a thread that may have little. */
-        static _Thread_local struct relay_dir up, down;
-        up = (struct relay_dir){.from = a, .to = b};
-        down = (struct relay_dir){.from = b, .to = a};
-        int r;
-        if (pre && ((r = preload(&up, pre->to_b, pre->to_b_len)) < 0 ||
-                    (r = preload(&down, pre->to_a, pre->to_a_len)) < 0))
+        /* Two 64 KiB buffers: on the heap, not on the stack (nor in the
+         * TLS) of a thread that has little. */
+        struct relay_dir *d = malloc(2 * sizeof(*d));
+        if (!d)
+                return -ENOMEM;
+        struct relay_dir *up = &d[0], *down = &d[1];
+        up->from = down->to = a;
+        up->to = down->from = b;
+        up->len = up->off = down->len = down->off = 0;
+        up->eof = up->done = down->eof = down->done = false;
+        int r = 0;
+        if (pre && ((r = preload(up, pre->to_b, pre->to_b_len)) < 0 ||
+                    (r = preload(down, pre->to_a, pre->to_a_len)) < 0)) {
+                free(d);
                 return r;
-        return relay_loop(&up, &down, idle_ms);
+        }
+        r = relay_loop(up, down, idle_ms);
+        free(d);
+        return r;
 }

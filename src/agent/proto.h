@@ -90,10 +90,10 @@ enum agent_msg_type {
                                   * socket of the sandbox's network namespace (AF_INET6 with
                                   * V6), which the daemon connects (a PID 1 that shares the
                                   * host's kernel: ns);
-                                  * or OK {} once a child of PID 1 connected to the port
-                                  * (127.0.0.1, then ::1; ERR NOT_FOUND when nothing
-                                  * listens), and from then on the connection carries that
-                                  * TCP stream's bytes both ways and takes no more requests
+                                  * or OK {} once PID 1 connected to the port (127.0.0.1,
+                                  * then ::1; ERR NOT_FOUND when nothing listens), and from
+                                  * then on the connection carries that TCP stream's bytes
+                                  * both ways, relayed by PID 1, and takes no more requests
                                   * (a PID 1 whose sockets the host cannot use: gVisor's) */
 
         /* responses, agent -> daemon */

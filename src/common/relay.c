@@ -11,15 +11,6 @@
 
 #define RELAY_BUF (64 * 1024)
 
-/* One direction: bytes read from `from` not yet written to `to`. */
-struct relay_dir {
-        int from, to;
-        char buf[RELAY_BUF];
-        size_t len, off;
-        bool eof;  /* from has ended */
-        bool done; /* ... and to was shut for writing once all was out */
-};
-
 static int64_t now_ms(void)
 {
         struct timespec ts;
@@ -27,13 +18,11 @@ static int64_t now_ms(void)
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Move what can move without blocking: 1 when bytes moved, 0 when none,
- * -errno on a broken peer. */
-static int pump(struct relay_dir *d, short rev_from, short rev_to)
+int relay_pump(struct relay_dir *d, short rev_from, short rev_to)
 {
         int moved = 0;
         if (d->len == 0 && !d->eof && (rev_from & (POLLIN | POLLHUP | POLLERR))) {
-                ssize_t n = recv(d->from, d->buf, sizeof(d->buf), MSG_DONTWAIT);
+                ssize_t n = recv(d->from, d->buf, d->cap, MSG_DONTWAIT);
                 if (n > 0) {
                         d->len = (size_t)n;
                         d->off = 0;
@@ -90,8 +79,8 @@ static int relay_loop(struct relay_dir *up, struct relay_dir *down, int64_t idle
                         return -errno;
                 if (n <= 0)
                         continue;
-                int r1 = pump(up, p[0].revents, p[1].revents);
-                int r2 = pump(down, p[1].revents, p[0].revents);
+                int r1 = relay_pump(up, p[0].revents, p[1].revents);
+                int r2 = relay_pump(down, p[1].revents, p[0].revents);
                 if (r1 < 0 || r2 < 0)
                         return r1 < 0 ? r1 : r2;
                 if (r1 || r2)
@@ -102,7 +91,7 @@ static int relay_loop(struct relay_dir *up, struct relay_dir *down, int64_t idle
 
 static int preload(struct relay_dir *d, const void *pre, size_t len)
 {
-        if (len > sizeof(d->buf))
+        if (len > d->cap)
                 return -E2BIG;
         if (len)
                 memcpy(d->buf, pre, len);
@@ -114,21 +103,15 @@ int relay_run(int a, int b, const struct relay_pre *pre, int64_t idle_ms)
 {
         /* Two 64 KiB buffers: on the heap, not on the stack (nor in the
          * TLS) of a thread that has little. */
-        struct relay_dir *d = malloc(2 * sizeof(*d));
-        if (!d)
+        char *bufs = malloc(2 * RELAY_BUF);
+        if (!bufs)
                 return -ENOMEM;
-        struct relay_dir *up = &d[0], *down = &d[1];
-        up->from = down->to = a;
-        up->to = down->from = b;
-        up->len = up->off = down->len = down->off = 0;
-        up->eof = up->done = down->eof = down->done = false;
+        struct relay_dir up = {.from = a, .to = b, .buf = bufs, .cap = RELAY_BUF};
+        struct relay_dir down = {.from = b, .to = a, .buf = bufs + RELAY_BUF, .cap = RELAY_BUF};
         int r = 0;
-        if (pre && ((r = preload(up, pre->to_b, pre->to_b_len)) < 0 ||
-                    (r = preload(down, pre->to_a, pre->to_a_len)) < 0)) {
-                free(d);
-                return r;
-        }
-        r = relay_loop(up, down, idle_ms);
-        free(d);
+        if (!pre || ((r = preload(&up, pre->to_b, pre->to_b_len)) == 0 &&
+                     (r = preload(&down, pre->to_a, pre->to_a_len)) == 0))
+                r = relay_loop(&up, &down, idle_ms);
+        free(bufs);
         return r;
 }

@@ -5,8 +5,22 @@
  * sandbox-init's TCP relay and by the daemon's port proxy after a 101. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* One direction: bytes read from `from` not yet written to `to`. */
+struct relay_dir {
+        int from, to;
+        char *buf;
+        size_t cap, len, off; /* buf's size; [off, len) still to write */
+        bool eof;             /* from has ended */
+        bool done;            /* ... and to was shut for writing once all was out */
+};
+
+/* Move what can move without blocking, given poll's revents of from and
+ * of to: 1 when bytes moved, 0 when none, -errno for a broken peer. */
+int relay_pump(struct relay_dir *d, short rev_from, short rev_to);
 
 /* Bytes to send before anything read: to a, and to b (what was read past
  * an HTTP head on either side); each at most 64 KiB. */

@@ -30,7 +30,7 @@
 #define INIT_ARGV_MAX_BYTES (1u << 20) /* kept per process and echoed in statuses */
 #define INIT_CWD_DEFAULT "/workspace"
 
-enum watch_kind { W_LISTEN, W_SIGNAL, W_CONN, W_STREAM, W_STDIN };
+enum watch_kind { W_LISTEN, W_SIGNAL, W_CONN, W_STREAM, W_STDIN, W_RELAY };
 
 /* What epoll_event.data.ptr points at. */
 struct watch {
@@ -175,7 +175,8 @@ struct init_ctx {
         uint64_t seq, exit_seq;
         bool pump_any; /* some process has pump set */
 
-        pid_t relays[INIT_MAX_RELAYS]; /* AGENT_REQ_TCP's children (tcp.c) */
+        struct tcp_relay *relays; /* AGENT_REQ_TCP's connections (tcp.c) */
+        struct tcp_relay *dead_relays;
         unsigned n_relays;
 
         struct conn *ready; /* conns whose next frame can now be dispatched */
@@ -265,12 +266,15 @@ int guard_enter(const struct guard *g);
 /* ---- tcp.c ---- */
 /* AGENT_REQ_TCP: hand the daemon a socket of the sandbox's network
  * namespace, or (under the guard: gVisor) connect to the port on loopback
- * and relay the connection's bytes to it from a child, to which c is
- * handed over. */
+ * and relay the connection's bytes to it from the event loop (c becomes
+ * the relay's). */
 struct req;
 void tcp_relay_start(struct init_ctx *ctx, struct conn *c, const struct req *rq);
-/* pid was reaped: if a relay, forget it. */
-void tcp_relay_reaped(struct init_ctx *ctx, pid_t pid);
+struct tcp_relay;
+/* An event on one of a relay's sockets. */
+void tcp_relay_on_event(struct init_ctx *ctx, struct tcp_relay *r);
+/* Free the relays closed during the batch of events just handled. */
+void tcp_relay_free_dead(struct init_ctx *ctx);
 /* End every relay (a quiesce: no host socket may stay open). */
 void tcp_relay_kill_all(struct init_ctx *ctx);
 

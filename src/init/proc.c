@@ -802,8 +802,6 @@ void proc_reap_all(struct init_ctx *ctx)
                 struct proc *p = proc_find_pid(ctx, pid);
                 if (p)
                         proc_exited(ctx, p, status);
-                else
-                        tcp_relay_reaped(ctx, pid);
         }
 }
 

@@ -377,7 +377,7 @@ static void upgraded(void *cls, const char *extra, size_t extra_len, int sock, v
                                 .to_a_len = p->in_len - p->in_off,
                                 .to_b = extra,
                                 .to_b_len = extra_len};
-        relay_run(sock, p->fd, &pre, 10 * timeout_ms(p->a));
+        relay_run(sock, p->fd, &pre, 10 * timeout_ms(p->a), &p->a->draining);
         MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
         proxy_free(p);
 }

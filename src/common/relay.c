@@ -60,19 +60,23 @@ static short want(const struct relay_dir *d, int fd)
         return ev;
 }
 
-static int relay_loop(struct relay_dir *up, struct relay_dir *down, int64_t idle_ms)
+static int relay_loop(struct relay_dir *up, struct relay_dir *down, int64_t idle_ms,
+                      const atomic_bool *stop)
 {
         int a = up->from, b = up->to;
         int64_t last = now_ms();
         while (!up->done || !down->done) {
                 struct pollfd p[2] = {{.fd = a, .events = (short)(want(up, a) | want(down, a))},
                                       {.fd = b, .events = (short)(want(up, b) | want(down, b))}};
-                int wait = -1;
+                int wait = stop ? 1000 : -1;
+                if (stop && atomic_load(stop))
+                        return -ECANCELED;
                 if (idle_ms >= 0) {
                         int64_t left = last + idle_ms - now_ms();
                         if (left <= 0)
                                 return -ETIMEDOUT;
-                        wait = left > 1000000 ? 1000000 : (int)left;
+                        if (wait < 0 || left < wait)
+                                wait = left > 1000000 ? 1000000 : (int)left;
                 }
                 int n = poll(p, 2, wait);
                 if (n < 0 && errno != EINTR)
@@ -99,7 +103,7 @@ static int preload(struct relay_dir *d, const void *pre, size_t len)
         return 0;
 }
 
-int relay_run(int a, int b, const struct relay_pre *pre, int64_t idle_ms)
+int relay_run(int a, int b, const struct relay_pre *pre, int64_t idle_ms, const atomic_bool *stop)
 {
         /* Two 64 KiB buffers: on the heap, not on the stack (nor in the
          * TLS) of a thread that has little. */
@@ -111,7 +115,7 @@ int relay_run(int a, int b, const struct relay_pre *pre, int64_t idle_ms)
         int r = 0;
         if (!pre || ((r = preload(&up, pre->to_b, pre->to_b_len)) == 0 &&
                      (r = preload(&down, pre->to_a, pre->to_a_len)) == 0))
-                r = relay_loop(&up, &down, idle_ms);
+                r = relay_loop(&up, &down, idle_ms, stop);
         free(bufs);
         return r;
 }

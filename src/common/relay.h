@@ -5,6 +5,7 @@
  * sandbox-init's TCP relay and by the daemon's port proxy after a 101. */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +30,8 @@ struct relay_pre {
         size_t to_a_len, to_b_len;
 };
 
-/* idle_ms < 0: no idle limit. 0 when both directions ended, -ETIMEDOUT
- * when idle, -E2BIG for a pre too long, -errno when a peer broke. */
-int relay_run(int a, int b, const struct relay_pre *pre, int64_t idle_ms);
+/* idle_ms < 0: no idle limit. stop (may be NULL) is looked at every
+ * second: once true, the relay ends (a server shutting down). 0 when both
+ * directions ended, -ETIMEDOUT when idle, -ECANCELED when stopped, -E2BIG
+ * for a pre too long, -errno when a peer broke. */
+int relay_run(int a, int b, const struct relay_pre *pre, int64_t idle_ms, const atomic_bool *stop);

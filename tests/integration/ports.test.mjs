@@ -411,10 +411,15 @@ test("a share of one sandbox never reaches another's port; a sandbox deleted end
   c.handles.delete("other");
 });
 
-test("shares survive a restart of the daemon", { skip: NO_DEBIAN }, async () => {
+test("shares survive a restart of the daemon; an open WebSocket does not hold the stop up", { skip: NO_DEBIAN }, async () => {
   const r = await c.data("web", "POST", "/ports/8000/share", { public: true });
   assert.equal(r.status, 201);
-  await d.restart();
+  const ws = await wsConnect(h, "/ports/8000/ws", h.headers);
+  const closed = new Promise((res) => ws.sock.on("close", res));
+  ws.sock.on("error", () => {});
+  await d.restart(); // throws when the daemon does not exit cleanly
+  await closed; // the relay ended with the daemon
+
   const g = await req(null, "GET", "", { url: `${r.body.pathUrl}echo`, auth: false });
   assert.equal(g.status, 200);
 });

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #define RELAY_BUF (64 * 1024)
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
 
 static int64_t now_ms(void)
 {
@@ -60,6 +61,21 @@ static short want(const struct relay_dir *d, int fd)
         return ev;
 }
 
+/* How long the next poll may wait: ms (-1: for ever), or -ETIMEDOUT when
+ * idle too long, -ECANCELED when told to stop. */
+static int64_t next_wait(int64_t last, int64_t idle_ms, const atomic_bool *stop)
+{
+        if (stop && atomic_load(stop))
+                return -ECANCELED;
+        int64_t wait = stop ? 1000 : -1;
+        if (idle_ms < 0)
+                return wait;
+        int64_t left = last + idle_ms - now_ms();
+        if (left <= 0)
+                return -ETIMEDOUT;
+        return wait < 0 || left < wait ? MIN(left, 1000000) : wait;
+}
+
 static int relay_loop(struct relay_dir *up, struct relay_dir *down, int64_t idle_ms,
                       const atomic_bool *stop)
 {
@@ -68,17 +84,10 @@ static int relay_loop(struct relay_dir *up, struct relay_dir *down, int64_t idle
         while (!up->done || !down->done) {
                 struct pollfd p[2] = {{.fd = a, .events = (short)(want(up, a) | want(down, a))},
                                       {.fd = b, .events = (short)(want(up, b) | want(down, b))}};
-                int wait = stop ? 1000 : -1;
-                if (stop && atomic_load(stop))
-                        return -ECANCELED;
-                if (idle_ms >= 0) {
-                        int64_t left = last + idle_ms - now_ms();
-                        if (left <= 0)
-                                return -ETIMEDOUT;
-                        if (wait < 0 || left < wait)
-                                wait = left > 1000000 ? 1000000 : (int)left;
-                }
-                int n = poll(p, 2, wait);
+                int64_t wait = next_wait(last, idle_ms, stop);
+                if (wait < -1)
+                        return (int)wait;
+                int n = poll(p, 2, (int)wait);
                 if (n < 0 && errno != EINTR)
                         return -errno;
                 if (n <= 0)

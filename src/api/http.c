@@ -224,6 +224,18 @@ static void add_headers(struct MHD_Response *r, const struct buf *h)
         }
 }
 
+/* The path as logged: a preview share's token is a secret, and never
+ * written to the log. */
+static const char *log_path(const char *path, char *buf, size_t len)
+{
+        static const char pre[] = "/v1/preview/";
+        if (strncmp(path, pre, sizeof(pre) - 1))
+                return path;
+        const char *rest = strchr(path + sizeof(pre) - 1, '/');
+        snprintf(buf, len, "%s<token>%s", pre, rest ? rest : "");
+        return buf;
+}
+
 /* Queue resp (consumed) on conn and log the request's one line. */
 static enum MHD_Result respond(struct api *a, struct api_req *req, struct api_resp *resp,
                                bool close_after)
@@ -278,7 +290,8 @@ static enum MHD_Result respond(struct api *a, struct api_req *req, struct api_re
         if (cls_i < 6)
                 atomic_fetch_add(&a->metrics.responses_by_class[cls_i], 1);
         /* The one line per request: method, path, status, duration. */
-        log_info("%s %s %u %.1fms", req->method, req->path, resp->status,
+        char lp[API_PATH_MAX + 32];
+        log_info("%s %s %u %.1fms", req->method, log_path(req->path, lp, sizeof(lp)), resp->status,
                  (double)(mono_us() - req->started_us) / 1000.0);
         return ret;
 }

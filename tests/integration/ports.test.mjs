@@ -359,6 +359,9 @@ test("a share URL works without the credential, only for its port, and is revoke
   assert.equal(after.status, 404);
   assert.equal(after.json.error.code, "share_not_found");
   assert.equal((await c.data("web", "DELETE", `/ports/8000/share/${sh.id}`)).status, 404);
+  // A token is a secret: the daemon's log never holds one.
+  assert.ok(!d.log.includes(sh.token), "a share token was logged");
+  assert.match(d.log, /GET \/v1\/preview\/<token>\/echo/);
 });
 
 test("a share expires", { skip: NO_DEBIAN }, async () => {

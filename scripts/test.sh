@@ -43,7 +43,7 @@ for b in build build-asan; do
 done
 
 # Every fuzz target, built once, then run two at a time (a core each).
-fuzz_targets=(jwt agent path init exec config recipe client dns)
+fuzz_targets=(jwt agent path init exec config recipe client dns httpmsg)
 secs=${FUZZ_SECONDS:-15}
 if ! blog=$(tests/fuzz/run.sh build 2>&1); then
         echo "== fuzz: the build failed"; echo "$blog" | tail -40

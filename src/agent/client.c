@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #define MAX_LIST_ENTRIES 4096
@@ -769,59 +770,118 @@ int agent_stdin(const struct agent_peer *peer, const char *proc_id, const void *
         return r;
 }
 
-int agent_root(const struct agent_peer *peer, int *ret_fd, struct sbx_error *err)
+/* Send m on fd and read an answer that may carry a descriptor with its
+ * first byte (ROOT, TCP): 0 with *ret_got (-1: none) for an empty OK, the
+ * agent's error, or a transport error. */
+static int call_fd(int fd, const struct agent_msg *m, int *ret_got, const char *what,
+                   struct sbx_error *err)
 {
-        _cleanup_close_ int fd = -1;
-        int r = dial(peer, &fd, err);
-        if (r < 0)
-                return r;
         int64_t deadline = mono_ms() + AGENT_CALL_TIMEOUT_MS;
-        struct agent_msg m;
         uint8_t head[AGENT_HEADER_SIZE];
-        agent_msg_init(&m, AGENT_REQ_ROOT);
-        agent_header_encode(&m, head);
-        agent_msg_free(&m);
-        if ((r = send_full(fd, head, sizeof(head), deadline)) < 0)
-                return transport_error(err, r, "root");
-
-        /* The descriptor arrives with the answer's first byte. */
+        int r;
+        agent_header_encode(m, head);
+        if ((r = send_full(fd, head, sizeof(head), deadline)) < 0 ||
+            (r = send_full(fd, m->payload.data, m->payload.len, deadline)) < 0)
+                return transport_error(err, r, what);
         _cleanup_close_ int got = -1;
         size_t have = 0;
         for (;;) {
                 ssize_t n = fd_recv(fd, head, sizeof(head), &got, MSG_DONTWAIT);
                 if (n == -EAGAIN) {
                         if ((r = wait_fd(fd, POLLIN, deadline)) < 0)
-                                return transport_error(err, r, "root");
+                                return transport_error(err, r, what);
                         continue;
                 }
                 if (n == -EMSGSIZE)
-                        return transport_error(err, -EPROTO, "root");
+                        return transport_error(err, -EPROTO, what);
                 if (n <= 0)
-                        return transport_error(err, -EPIPE, "root");
+                        return transport_error(err, -EPIPE, what);
                 have = (size_t)n;
                 break;
         }
         if (have < sizeof(head) &&
             (r = recv_full(fd, head + have, sizeof(head) - have, deadline)) < 0)
-                return transport_error(err, r, "root");
+                return transport_error(err, r, what);
         uint16_t type;
         uint32_t len;
         if (agent_header_decode(head, &type, &len) < 0)
-                return transport_error(err, -EPROTO, "root");
+                return transport_error(err, -EPROTO, what);
         if (type == AGENT_RESP_ERR) {
                 _cleanup_free_ uint8_t *payload = malloc(len ? len : 1);
                 if (!payload)
-                        return transport_error(err, -ENOMEM, "root");
+                        return transport_error(err, -ENOMEM, what);
                 if (len && (r = recv_full(fd, payload, len, deadline)) < 0)
-                        return transport_error(err, r, "root");
+                        return transport_error(err, r, what);
                 return decode_agent_err(payload, len, err);
         }
+        if (type != AGENT_RESP_OK || len != 0)
+                return transport_error(err, -EPROTO, what);
+        *ret_got = TAKE_FD(got);
+        return 0;
+}
+
+int agent_root(const struct agent_peer *peer, int *ret_fd, struct sbx_error *err)
+{
+        _cleanup_close_ int fd = -1;
+        int r = dial(peer, &fd, err);
+        if (r < 0)
+                return r;
+        struct agent_msg m;
+        agent_msg_init(&m, AGENT_REQ_ROOT);
+        _cleanup_close_ int got = -1;
+        r = call_fd(fd, &m, &got, "root", err);
+        agent_msg_free(&m);
+        if (r < 0)
+                return r;
         struct stat st;
         /* Whatever the agent sent must at least be a directory. */
-        if (type != AGENT_RESP_OK || len != 0 || got < 0 || fstat(got, &st) < 0 ||
-            !S_ISDIR(st.st_mode))
+        if (got < 0 || fstat(got, &st) < 0 || !S_ISDIR(st.st_mode))
                 return transport_error(err, -EPROTO, "root");
         *ret_fd = TAKE_FD(got);
+        return 0;
+}
+
+/* A socket an agent handed over must be what was asked for: a new TCP
+ * stream socket of that family, nothing else (not a file, not a unix
+ * socket, not one connected somewhere already). */
+static bool fresh_tcp_socket(int s, bool v6)
+{
+        struct stat st;
+        int dom = 0, type = 0, proto = 0;
+        socklen_t l1 = sizeof(dom), l2 = sizeof(type), l3 = sizeof(proto);
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        return fstat(s, &st) == 0 && S_ISSOCK(st.st_mode) &&
+               getsockopt(s, SOL_SOCKET, SO_DOMAIN, &dom, &l1) == 0 &&
+               dom == (v6 ? AF_INET6 : AF_INET) &&
+               getsockopt(s, SOL_SOCKET, SO_TYPE, &type, &l2) == 0 && type == SOCK_STREAM &&
+               getsockopt(s, SOL_SOCKET, SO_PROTOCOL, &proto, &l3) == 0 && proto == IPPROTO_TCP &&
+               getpeername(s, (struct sockaddr *)&ss, &sl) < 0 && errno == ENOTCONN;
+}
+
+int agent_tcp_open(const struct agent_peer *peer, uint16_t port, bool v6, int *ret_fd,
+                   bool *ret_unconnected, struct sbx_error *err)
+{
+        _cleanup_close_ int fd = -1;
+        struct agent_msg m;
+        int r;
+
+        agent_msg_init(&m, AGENT_REQ_TCP);
+        if ((r = agent_put_u64(&m, AGENT_T_PORT, port)) < 0 ||
+            (r = agent_put_bool(&m, AGENT_T_V6, v6)) < 0) {
+                agent_msg_free(&m);
+                return build_error(err, r, "tcp");
+        }
+        _cleanup_close_ int got = -1;
+        if ((r = dial(peer, &fd, err)) >= 0)
+                r = call_fd(fd, &m, &got, "tcp", err);
+        agent_msg_free(&m);
+        if (r < 0)
+                return r;
+        if (got >= 0 && !fresh_tcp_socket(got, v6))
+                return transport_error(err, -EPROTO, "tcp");
+        *ret_unconnected = got >= 0;
+        *ret_fd = got >= 0 ? TAKE_FD(got) : TAKE_FD(fd);
         return 0;
 }
 

@@ -150,6 +150,14 @@ int agent_list(const struct agent_peer *peer, struct agent_proc_list *ret, struc
 int agent_signal(const struct agent_peer *peer, const char *proc_id, int sig,
                  struct sbx_error *err);
 int agent_kill(const struct agent_peer *peer, const char *proc_id, struct sbx_error *err);
+/* A way to TCP port on the sandbox's loopback (AGENT_REQ_TCP): either
+ * (*ret_unconnected) a new TCP socket of the sandbox's network namespace
+ * (AF_INET6 with v6), checked to be one, for the caller to connect to the
+ * loopback; or a connection that carries that port's stream both ways
+ * from now on (v6 ignored: the agent tried both). -ENOENT when nothing
+ * listens there. */
+int agent_tcp_open(const struct agent_peer *peer, uint16_t port, bool v6, int *ret_fd,
+                   bool *ret_unconnected, struct sbx_error *err);
 /* Set the sandbox's hostname through PID 1 (AGENT_REQ_HOSTNAME). */
 int agent_set_hostname(const struct agent_peer *peer, const char *name, struct sbx_error *err);
 /* Ask PID 1 to close every socket of the host until `resume` appears

@@ -84,6 +84,17 @@ enum agent_msg_type {
         AGENT_REQ_STREAM = 12,   /* {PROC_ID, STDOUT_FROM?, STDERR_FROM?} -> OK stream start,
                                   * then stream frames until the end: see "streams" below */
         AGENT_REQ_RESIZE = 13,   /* {PROC_ID, PTY_COLS, PTY_ROWS} -> OK {} ; a terminal's size */
+        AGENT_REQ_TCP = 14,      /* {PORT, V6?} -> a way to that TCP port on the sandbox's
+                                  * loopback (src/init/tcp.c), one of two:
+                                  * OK {} carrying, as SCM_RIGHTS, a new unconnected TCP
+                                  * socket of the sandbox's network namespace (AF_INET6 with
+                                  * V6), which the daemon connects (a PID 1 that shares the
+                                  * host's kernel: ns);
+                                  * or OK {} once PID 1 connected to the port (127.0.0.1,
+                                  * then ::1; ERR NOT_FOUND when nothing listens), and from
+                                  * then on the connection carries that TCP stream's bytes
+                                  * both ways, relayed by PID 1, and takes no more requests
+                                  * (a PID 1 whose sockets the host cannot use: gVisor's) */
 
         /* responses, agent -> daemon */
         AGENT_RESP_OK = 0x100,
@@ -129,6 +140,8 @@ enum agent_tag {
         AGENT_T_EXEC = 35,           /* bool: a process status is an exec's record */
         AGENT_T_WRITTEN = 36,        /* u64: bytes of a STDIN request's DATA written */
         AGENT_T_PTY = 37,            /* bool: a process status is a terminal's */
+        AGENT_T_PORT = 38,           /* u64, 1..65535: a TCP port (AGENT_REQ_TCP) */
+        AGENT_T_V6 = 39,             /* bool: AGENT_REQ_TCP's socket is AF_INET6 */
 
         AGENT_T_ERR_CODE = 40, /* u64, enum agent_err */
         AGENT_T_MESSAGE = 41,  /* string, for humans */

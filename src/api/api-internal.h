@@ -28,6 +28,7 @@ struct api_metrics {
         atomic_ullong exec_ms_total;
         atomic_ullong bytes_in, bytes_out;
         atomic_ullong rate_limited; /* requests refused with 429 */
+        atomic_ullong port_opened, port_unreachable, port_failed, port_upgraded; /* ports.c */
 };
 
 struct api {
@@ -68,6 +69,7 @@ struct api_req {
         struct api_resp *early; /* an answer decided before the body */
         bool started;           /* the head is in (the handler's first call) */
         bool bad_uri;           /* the raw URI holds %00 */
+        char *raw_uri;          /* the request line's URI, undecoded (the port proxy's) */
 };
 
 /* A reference to the current keyring; keyring_free() it after use. */

@@ -18,9 +18,10 @@ struct manager;
 
 /* The strings and keys_ext are referenced, not copied: they outlive the api. */
 struct api_config {
-        const char *listen;    /* ADDR:PORT */
-        const char *url;       /* public base URL (iss, endpoints) */
-        const char *state_dir; /* where the key files are */
+        const char *listen;         /* ADDR:PORT */
+        const char *url;            /* public base URL (iss, endpoints) */
+        const char *preview_domain; /* preview share hosts <port>-<token>.<it>; NULL none */
+        const char *state_dir;      /* where the key files are */
         /* External issuers, loaded again with the own keys on SIGHUP. NULL = none. */
         const struct keys_external_config *keys_ext;
         int64_t credential_ttl_ms;
@@ -30,6 +31,7 @@ struct api_config {
         int64_t max_connections;
         int64_t max_connections_per_ip;  /* 0 = a quarter of max_connections */
         int64_t request_head_timeout_ms; /* 0 = none */
+        int64_t port_timeout_ms;         /* the port proxy's answer wait; 0 = 60 s */
         int64_t rate_limit;              /* requests/s per deployment; 0 = off */
         int64_t rate_burst;              /* 0 = 2 x rate_limit */
 };

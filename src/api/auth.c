@@ -139,3 +139,20 @@ bool api_auth_credential(struct api_call *c, struct api_resp *resp)
         }
         return true;
 }
+
+bool api_auth_share_viewer(struct api_call *c, const char *deployment, bool public,
+                           struct api_resp *resp)
+{
+        if (rate_limited(c->a, deployment, resp))
+                return false;
+        if (public)
+                return true;
+        if (!verify_identity(c->a, c->req, &c->claims, resp))
+                return false;
+        if (strcmp(c->claims.sub, deployment)) {
+                api_error(resp, 401, "unauthenticated",
+                          "this share is not public: an identity token of its deployment");
+                return false;
+        }
+        return true;
+}

@@ -17,3 +17,8 @@ bool api_auth_identity(struct api_call *c, struct api_resp *resp);
  * deployment's rate limit and enter the sandbox (c->sb, mgr_leave() it
  * after). False with resp set on failure. */
 bool api_auth_credential(struct api_call *c, struct api_resp *resp);
+/* A preview share's viewer: the rate limit of the share's deployment, and
+ * for a share that is not public an identity token of that deployment.
+ * False with resp set on failure. */
+bool api_auth_share_viewer(struct api_call *c, const char *deployment, bool public,
+                           struct api_resp *resp);

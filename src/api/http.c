@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "../common/log.h"
+#include "ports.h"
 
 const char *api_query(struct api_req *req, const char *key)
 {
@@ -38,6 +39,9 @@ const char *api_header(struct api_req *req, const char *key)
 static void resp_free(struct api_resp *resp)
 {
         buf_free(&resp->body);
+        buf_free(&resp->headers);
+        if (resp->upgrade.free)
+                resp->upgrade.free(resp->upgrade.cls);
         if (resp->body_fd >= 0)
                 close(resp->body_fd);
         free(resp);
@@ -61,6 +65,7 @@ static void req_free(struct api *a, struct api_req *req)
         if (req->early)
                 resp_free(req->early);
         buf_free(&req->body);
+        free(req->raw_uri);
         free(req);
 }
 
@@ -71,8 +76,14 @@ static void req_free(struct api *a, struct api_req *req)
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
         struct api_req *req = calloc(1, sizeof(*req));
-        if (req)
+        if (req) {
                 req->bad_uri = strstr(uri, "%00") != NULL;
+                req->raw_uri = strdup(uri);
+                if (!req->raw_uri) {
+                        free(req);
+                        return NULL;
+                }
+        }
         return req;
 }
 
@@ -175,17 +186,71 @@ static struct MHD_Response *file_response(int fd, uint64_t len)
         return r;
 }
 
+static void upgrade_run(void *cls, struct MHD_Connection *connection, void *req_cls,
+                        const char *extra_in, size_t extra_in_size, MHD_socket sock,
+                        struct MHD_UpgradeResponseHandle *urh)
+{
+        struct api_upgrade *up = cls;
+        up->run(up->cls, extra_in, extra_in_size, sock, urh);
+        free(up);
+}
+
+/* A 101 whose connection resp's upgrade takes over. libmicrohttpd frees
+ * nothing of the handler's when the answer is not sent: then the
+ * upgrade's free runs from here, on failure. */
+static struct MHD_Response *upgrade_response(struct api_resp *resp)
+{
+        struct api_upgrade *up = malloc(sizeof(*up));
+        if (!up)
+                return NULL;
+        *up = resp->upgrade;
+        struct MHD_Response *r = MHD_create_response_for_upgrade(upgrade_run, up);
+        if (!r) {
+                free(up);
+                return NULL;
+        }
+        resp->upgrade = (struct api_upgrade){0};
+        return r;
+}
+
+static void add_headers(struct MHD_Response *r, const struct buf *h)
+{
+        size_t pos = 0;
+        while (pos < h->len) {
+                const char *name = h->data + pos;
+                const char *value = name + strlen(name) + 1;
+                MHD_add_response_header(r, name, value);
+                pos = (size_t)(value + strlen(value) + 1 - h->data);
+        }
+}
+
+/* The path as logged: a preview share's token is a secret, and never
+ * written to the log. */
+static const char *log_path(const char *path, char *buf, size_t len)
+{
+        static const char pre[] = "/v1/preview/";
+        if (strncmp(path, pre, sizeof(pre) - 1))
+                return path;
+        const char *rest = strchr(path + sizeof(pre) - 1, '/');
+        snprintf(buf, len, "%s<token>%s", pre, rest ? rest : "");
+        return buf;
+}
+
 /* Queue resp (consumed) on conn and log the request's one line. */
 static enum MHD_Result respond(struct api *a, struct api_req *req, struct api_resp *resp,
                                bool close_after)
 {
         struct MHD_Response *r;
         uint64_t out_len = resp->body.len;
-        if (resp->source.read) {
+        if (resp->upgrade.run) {
                 buf_free(&resp->body);
-                r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, resp->source.block,
-                                                      resp->source.read, resp->source.cls,
-                                                      resp->source.free);
+                r = upgrade_response(resp);
+                out_len = 0;
+        } else if (resp->source.read) {
+                buf_free(&resp->body);
+                uint64_t len = resp->source_sized ? resp->source_len : MHD_SIZE_UNKNOWN;
+                r = MHD_create_response_from_callback(len, resp->source.block, resp->source.read,
+                                                      resp->source.cls, resp->source.free);
                 if (!r)
                         resp->source.free(resp->source.cls);
                 resp->source = (struct api_body_source){0};
@@ -202,13 +267,20 @@ static enum MHD_Result respond(struct api *a, struct api_req *req, struct api_re
                         buf_free(&resp->body);
                 resp->body.data = NULL; /* owned by r now */
         }
-        if (!r)
+        if (!r) {
+                buf_free(&resp->headers);
+                if (resp->upgrade.free)
+                        resp->upgrade.free(resp->upgrade.cls);
                 return MHD_NO;
+        }
+        add_headers(r, &resp->headers);
+        buf_free(&resp->headers);
         if (resp->content_type)
                 MHD_add_response_header(r, "Content-Type", resp->content_type);
         if (resp->retry_after[0])
                 MHD_add_response_header(r, "Retry-After", resp->retry_after);
-        MHD_add_response_header(r, "Cache-Control", "no-store");
+        if (!resp->passthrough)
+                MHD_add_response_header(r, "Cache-Control", "no-store");
         if (close_after)
                 MHD_add_response_header(r, "Connection", "close");
         enum MHD_Result ret = MHD_queue_response(req->conn, resp->status, r);
@@ -218,7 +290,8 @@ static enum MHD_Result respond(struct api *a, struct api_req *req, struct api_re
         if (cls_i < 6)
                 atomic_fetch_add(&a->metrics.responses_by_class[cls_i], 1);
         /* The one line per request: method, path, status, duration. */
-        log_info("%s %s %u %.1fms", req->method, req->path, resp->status,
+        char lp[API_PATH_MAX + 32];
+        log_info("%s %s %u %.1fms", req->method, log_path(req->path, lp, sizeof(lp)), resp->status,
                  (double)(mono_us() - req->started_us) / 1000.0);
         return ret;
 }
@@ -242,6 +315,11 @@ static enum MHD_Result request_head(struct api *a, struct api_req *req, struct M
                 return respond(a, req, &early, true);
         buf_free(&early.body);
         api_route_match(method, url, &req->match);
+        if (ports_preview_host(a, req)) { /* a share's own host: any path is the sandbox's */
+                req->match.route = ports_preview_route();
+                req->match.method_ok = true;
+                req->match.name = req->match.id = req->match.port = NULL;
+        }
         const struct api_route *route = req->match.route;
         buf_init(&req->body, (size_t)api_cap_bytes(a, api_route_held_cap(route)));
         if (!route || !route->streams || !req->match.method_ok || atomic_load(&a->draining))
@@ -358,7 +436,8 @@ int api_start(struct api *a, struct sbx_error *err)
                                      a->cfg.listen);
         unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                          MHD_USE_ERROR_LOG | MHD_USE_SUPPRESS_DATE_NO_CLOCK |
-                         MHD_USE_ITC /* for MHD_quiesce_daemon */;
+                         MHD_USE_ITC /* for MHD_quiesce_daemon */ |
+                         MHD_ALLOW_UPGRADE /* the port proxy's WebSockets */;
         if (ss.ss_family == AF_INET6)
                 flags |= MHD_USE_IPv6;
         int r = conns_start(&a->conns, a->cfg.request_head_timeout_ms);

@@ -32,6 +32,16 @@ void metrics_render(struct api *a, struct api_resp *resp)
                    "# TYPE sandboxd_http_rate_limited_total counter\n"
                    "sandboxd_http_rate_limited_total %llu\n",
                    (unsigned long long)atomic_load(&a->metrics.rate_limited));
+        buf_printf(b,
+                   "# TYPE sandboxd_port_connections_total counter\n"
+                   "sandboxd_port_connections_total{result=\"opened\"} %llu\n"
+                   "sandboxd_port_connections_total{result=\"unreachable\"} %llu\n"
+                   "sandboxd_port_connections_total{result=\"failed\"} %llu\n"
+                   "sandboxd_port_connections_total{result=\"upgraded\"} %llu\n",
+                   (unsigned long long)atomic_load(&a->metrics.port_opened),
+                   (unsigned long long)atomic_load(&a->metrics.port_unreachable),
+                   (unsigned long long)atomic_load(&a->metrics.port_failed),
+                   (unsigned long long)atomic_load(&a->metrics.port_upgraded));
         buf_printf(b, "# TYPE sandboxd_sandboxes gauge\n");
         for (int i = 0; i < SBX_NSTATES; i++)
                 buf_printf(b, "sandboxd_sandboxes{state=\"%s\"} %llu\n", sbx_state_name(i),

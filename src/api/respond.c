@@ -210,3 +210,18 @@ void api_no_content(struct api_resp *resp)
         resp->content_type = NULL;
         resp->body.len = 0;
 }
+
+int api_resp_header(struct api_resp *resp, const char *name, size_t name_len, const char *value,
+                    size_t value_len)
+{
+        static const char nul = '\0';
+        int r;
+        if (!resp->headers.data && !resp->headers.max)
+                buf_init(&resp->headers, 256 << 10); /* a zeroed resp's: the cap of a head */
+        if ((r = buf_append(&resp->headers, name, name_len)) < 0 ||
+            (r = buf_append(&resp->headers, &nul, 1)) < 0 ||
+            (r = buf_append(&resp->headers, value, value_len)) < 0 ||
+            (r = buf_append(&resp->headers, &nul, 1)) < 0)
+                return r;
+        return 0;
+}

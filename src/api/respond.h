@@ -24,6 +24,17 @@ struct api_body_source {
         size_t block; /* the buffer size to ask for */
 };
 
+/* A 101 answer after which the connection is the handler's (the port
+ * proxy's WebSocket): run is called once with the client's socket and the
+ * bytes already read past the head, from the connection's thread; it
+ * takes the handle and ends it with MHD_upgrade_action(CLOSE). free is
+ * called instead when the answer is never sent. */
+struct api_upgrade {
+        void (*run)(void *cls, const char *extra, size_t extra_len, int sock, void *urh);
+        void (*free)(void *cls);
+        void *cls;
+};
+
 struct api_resp {
         unsigned status;
         const char *content_type;
@@ -32,7 +43,16 @@ struct api_resp {
         uint64_t body_fd_len;
         struct api_body_source source; /* read set: send this instead (owned) */
         char retry_after[24];          /* Retry-After header when set */
+        struct buf headers;            /* more headers: "name\0value\0" pairs */
+        bool passthrough;              /* a proxied answer: none of the API's own headers */
+        bool source_sized;             /* source: of source_len bytes (else unknown) */
+        uint64_t source_len;
+        struct api_upgrade upgrade; /* run set: a 101 that hands the connection over */
 };
+
+/* Add a header to resp (copied); -ENOMEM, -E2BIG. */
+int api_resp_header(struct api_resp *resp, const char *name, size_t name_len, const char *value,
+                    size_t value_len);
 
 /* Set resp to the API's error body {"error":{"code","message"}}. */
 void api_error(struct api_resp *resp, unsigned status, const char *code, const char *fmt, ...)

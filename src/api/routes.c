@@ -16,6 +16,7 @@
 #include "files.h"
 #include "metrics.h"
 #include "network.h"
+#include "ports.h"
 
 static void healthz(struct api_call *c, struct api_resp *resp)
 {
@@ -75,6 +76,16 @@ static const struct api_route routes[] = {
         { "GET",    EP "/network",               CREDENTIAL, HELD,     BODY,     network_get },
         { "PUT",    EP "/network",               CREDENTIAL, HELD,     BODY,     network_put },
         { "GET",    EP "/network/log",           CREDENTIAL, HELD,     BODY,     network_log },
+
+        /* A sandbox's TCP ports (src/api/ports.c): shares, then the proxy,
+         * any method, any path below the port. */
+        { "GET",    EP "/ports/shares",          CREDENTIAL, HELD,     BODY,     ports_share_list },
+        { "POST",   EP "/ports/{port}/share",    CREDENTIAL, HELD,     BODY,     ports_share_create },
+        { NULL,     EP "/ports/{port}/share",    CREDENTIAL, STREAMED, FILE_CAP, ports_proxy },
+        { "DELETE", EP "/ports/{port}/share/*",  CREDENTIAL, HELD,     BODY,     ports_share_delete },
+        { NULL,     EP "/ports/{port}/share/*",  CREDENTIAL, STREAMED, FILE_CAP, ports_proxy },
+        { NULL,     EP "/ports/{port}/**",       CREDENTIAL, STREAMED, FILE_CAP, ports_proxy },
+        { NULL,     "/v1/preview/*/**",          NONE,       STREAMED, FILE_CAP, ports_preview },
 
         /* Anything else under an endpoint, up to the depth of its routes: no
          * route, but a bad name is said first, as on every route there. */
@@ -140,11 +151,15 @@ static bool split(const char *path, struct api_match *m, struct segments *s)
 static bool pattern_match(const char *pattern, const struct segments *s, size_t n,
                           struct api_match *m)
 {
-        const char *name = NULL, *id = NULL;
+        const char *name = NULL, *id = NULL, *port = NULL;
         size_t i = 0;
         for (const char *p = pattern; *p; i++) {
                 p++; /* the '/' */
                 size_t pl = strcspn(p, "/");
+                if (pl == 2 && !strncmp(p, "**", 2)) {
+                        i = n; /* the rest, whatever it is */
+                        break;
+                }
                 if (i == n)
                         return false;
                 const char *seg = s->v[i];
@@ -152,6 +167,8 @@ static bool pattern_match(const char *pattern, const struct segments *s, size_t 
                         name = seg;
                 else if (pl == 4 && !strncmp(p, "{id}", pl))
                         id = seg;
+                else if (pl == 6 && !strncmp(p, "{port}", pl) && *seg)
+                        port = seg;
                 else if (!(pl == 1 && *p == '*' && *seg) &&
                          !(strlen(seg) == pl && !strncmp(p, seg, pl)))
                         return false;
@@ -161,6 +178,7 @@ static bool pattern_match(const char *pattern, const struct segments *s, size_t 
                 return false;
         m->name = name;
         m->id = id;
+        m->port = port;
         return true;
 }
 
@@ -191,7 +209,7 @@ void api_route_match(const char *method, const char *path, struct api_match *m)
         struct segments s;
         m->route = NULL;
         m->method_ok = false;
-        m->name = m->id = NULL;
+        m->name = m->id = m->port = NULL;
         if (!split(path, m, &s))
                 return;
         /* A trailing '/' is an empty last segment where a route takes one
@@ -287,7 +305,7 @@ void api_route_run(struct api *a, struct api_req *req, struct api_resp *resp)
                 no_route(NULL, resp);
                 return;
         }
-        struct api_call c = {.a = a, .req = req, .name = m->name, .id = m->id};
+        struct api_call c = {.a = a, .req = req, .name = m->name, .id = m->id, .port = m->port};
         size_t i = 0;
         while (i < ARRAY_SIZE(steps) && steps[i](&c, m->route, resp))
                 i++;

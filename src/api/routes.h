@@ -11,7 +11,8 @@
  * never exists, and is not the list), `*` any non-empty segment. In a path,
  * runs of '/' count as one, and a trailing '/' is matched as an empty last
  * segment first, then ignored: `exec/` is exec, `processes/` is the empty
- * id.
+ * id. {port} is any segment (its handler checks it), and a last `**`
+ * any number of segments, none included (the port proxy's path).
  *
  * The server looks a request's route up once, when its head is in
  * (api_route_match), and keeps the match with the request. Entries with the
@@ -48,6 +49,7 @@ struct api_call {
         struct api_req *req;
         const char *name;         /* {name} of the path, valid; or NULL */
         const char *id;           /* {id} of the path, valid; or NULL */
+        const char *port;         /* {port} of the path, as sent; or NULL */
         struct jwt_claims claims; /* identity routes: the token's */
         struct mgr_caller caller; /* identity routes: into claims */
         struct sandbox *sb;       /* credential routes: entered, left after the
@@ -68,13 +70,14 @@ struct api_route {
 
 /* A path this long or longer matches nothing. */
 #define API_PATH_MAX 1024
-#define API_MAX_SEGMENTS 8
+#define API_MAX_SEGMENTS 128
 
 struct api_match {
         const struct api_route *route; /* NULL: no pattern matches the path */
         bool method_ok;                /* false: the path's route lacks the method (405) */
         const char *name;              /* the {name} / {id} segments, or NULL */
         const char *id;
+        const char *port;
         char segs[API_PATH_MAX + 1]; /* the path's segments, NUL-separated */
 };
 

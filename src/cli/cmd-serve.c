@@ -452,6 +452,7 @@ static int open_api(struct serve *sv)
         struct api_config ac = {
             .listen = s->listen,
             .url = s->url,
+            .preview_domain = s->preview_domain,
             .state_dir = s->state,
             .keys_ext = &sv->ext,
             .credential_ttl_ms = s->credential_ttl_ms,
@@ -461,6 +462,7 @@ static int open_api(struct serve *sv)
             .max_connections = s->max_connections,
             .max_connections_per_ip = s->max_connections_per_ip,
             .request_head_timeout_ms = s->request_head_timeout_ms,
+            .port_timeout_ms = s->port_timeout_ms,
             .rate_limit = s->rate_limit,
             .rate_burst = s->rate_burst,
         };

@@ -95,6 +95,9 @@ static const struct option_def defs[] = {
     STR("listen", listen, SET_URL, "127.0.0.1:7070", "address and port to serve on"),
     STR("url", url, SET_URL, NULL,
         "public base URL, the identity tokens' iss (default http://<listen>)"),
+    STR("preview_domain", preview_domain, SET_SERVE, NULL,
+        "domain of preview share host names, <port>-<token>.<domain> (a wildcard DNS name "
+        "that reaches this daemon; may end in :PORT); unset: path-form share URLs only"),
     STR("default_image", default_image, SET_SERVE, "debian", "image of every sandbox class"),
     ENUM("default_class", default_class, SET_SERVE, "ns",
          "driver of the `default` sandbox class (see Sandbox classes below); a sandbox keeps the "
@@ -129,6 +132,10 @@ static const struct option_def defs[] = {
     INT("max_connections_per_ip", max_connections_per_ip, SET_SERVE, NULL, 1, 1048576, 0,
         "concurrent HTTP connections from one client address (default a quarter of "
         "max_connections)"),
+    DURATION("port_timeout", port_timeout_ms, SET_SERVE, "60s", SEC, HOUR, 0,
+             "{endpoint}/ports/: how long the server in a sandbox may take to begin its answer "
+             "(504 after), and a body or upgraded connection may stay silent (cut after twice "
+             "this; ten times for an upgraded one)"),
     DURATION("request_head_timeout", request_head_timeout_ms, SET_SERVE, "10s", SEC, HOUR, V_ZERO,
              "close a connection whose request line and headers take longer than this (0 = "
              "never)"),

@@ -8,11 +8,12 @@
 #include <stdint.h>
 
 struct settings {
-        char *listen; /* ADDR:PORT */
-        char *url;    /* public base URL; default http://<listen> */
-        char *state;  /* state dir */
-        char *images; /* images dir; default <state>/images */
-        char *config; /* config file path */
+        char *listen;         /* ADDR:PORT */
+        char *url;            /* public base URL; default http://<listen> */
+        char *preview_domain; /* preview shares' host names: <port>-<token>.<this>; NULL none */
+        char *state;          /* state dir */
+        char *images;         /* images dir; default <state>/images */
+        char *config;         /* config file path */
         char *default_image;
         char *default_class;     /* driver of the `default` class: "ns" or "gvisor" */
         char *runsc;             /* runsc binary; NULL = `runsc` on PATH */
@@ -37,6 +38,7 @@ struct settings {
         int64_t max_connections;
         int64_t max_connections_per_ip; /* 0 = a quarter of max_connections */
         int64_t request_head_timeout_ms;
+        int64_t port_timeout_ms;
         int64_t uid_base; /* -1 = auto */
         int64_t max_sandboxes;
         int64_t memory_limit;

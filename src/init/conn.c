@@ -69,6 +69,11 @@ static void conn_close(struct init_ctx *ctx, struct conn *c)
                 proc_exec_answered(ctx, lost, false);
 }
 
+void conn_drop(struct init_ctx *ctx, struct conn *c)
+{
+        conn_close(ctx, c);
+}
+
 void conn_close_all(struct init_ctx *ctx)
 {
         while (ctx->conns)

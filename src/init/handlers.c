@@ -574,7 +574,7 @@ void handle_request(struct init_ctx *ctx, struct conn *c, uint16_t type, const u
 {
         struct req rq = {0};
 
-        if (type < AGENT_REQ_PING || type > AGENT_REQ_RESIZE) {
+        if (type < AGENT_REQ_PING || type > AGENT_REQ_TCP) {
                 conn_protocol_error(ctx, c, "unknown request type");
                 return;
         }
@@ -605,6 +605,8 @@ void handle_request(struct init_ctx *ctx, struct conn *c, uint16_t type, const u
                 handle_stream(ctx, c, &rq);
         else if (type == AGENT_REQ_RESIZE)
                 handle_resize(ctx, c, &rq);
+        else if (type == AGENT_REQ_TCP)
+                tcp_relay_start(ctx, c, &rq);
         else
                 handle_stdin(ctx, c, &rq);
         req_free(&rq);

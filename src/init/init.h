@@ -25,11 +25,12 @@
 #include "ring.h"
 
 #define INIT_MAX_CONNS 1024
+#define INIT_MAX_RELAYS 512 /* TCP connections relayed at once (AGENT_REQ_TCP) */
 #define INIT_STDIN_QUEUE_MAX (8u << 20)
 #define INIT_ARGV_MAX_BYTES (1u << 20) /* kept per process and echoed in statuses */
 #define INIT_CWD_DEFAULT "/workspace"
 
-enum watch_kind { W_LISTEN, W_SIGNAL, W_CONN, W_STREAM, W_STDIN };
+enum watch_kind { W_LISTEN, W_SIGNAL, W_CONN, W_STREAM, W_STDIN, W_RELAY };
 
 /* What epoll_event.data.ptr points at. */
 struct watch {
@@ -174,6 +175,10 @@ struct init_ctx {
         uint64_t seq, exit_seq;
         bool pump_any; /* some process has pump set */
 
+        struct tcp_relay *relays; /* AGENT_REQ_TCP's connections (tcp.c) */
+        struct tcp_relay *dead_relays;
+        unsigned n_relays;
+
         struct conn *ready; /* conns whose next frame can now be dispatched */
         struct conn *dead_conns;
         struct proc *dead_procs;
@@ -197,6 +202,8 @@ struct proc_spec {
 
 /* ---- conn.c ---- */
 int conn_accept_all(struct init_ctx *ctx);
+/* Close c now, whatever it holds (its fd handed to someone else). */
+void conn_drop(struct init_ctx *ctx, struct conn *c);
 void conn_on_event(struct init_ctx *ctx, struct conn *c, uint32_t events);
 /* Send iov[0..n) as one piece of the byte stream: what the socket does not
  * take now is queued (and sent on EPOLLOUT). False when c was closed. */
@@ -255,6 +262,21 @@ bool guard_reaped(struct init_ctx *ctx, pid_t pid);
 /* In a workload child, guard mode: join the guard's mount namespace and
  * drop CAP_SYS_ADMIN. 0 or -errno. */
 int guard_enter(const struct guard *g);
+
+/* ---- tcp.c ---- */
+/* AGENT_REQ_TCP: hand the daemon a socket of the sandbox's network
+ * namespace, or (under the guard: gVisor) connect to the port on loopback
+ * and relay the connection's bytes to it from the event loop (c becomes
+ * the relay's). */
+struct req;
+void tcp_relay_start(struct init_ctx *ctx, struct conn *c, const struct req *rq);
+struct tcp_relay;
+/* An event on one of a relay's sockets. */
+void tcp_relay_on_event(struct init_ctx *ctx, struct tcp_relay *r);
+/* Free the relays closed during the batch of events just handled. */
+void tcp_relay_free_dead(struct init_ctx *ctx);
+/* End every relay (a quiesce: no host socket may stay open). */
+void tcp_relay_kill_all(struct init_ctx *ctx);
 
 /* ---- proc.c ---- */
 /* Close every fd from first up (close_range, or a loop). */

@@ -313,6 +313,9 @@ static void dispatch(struct init_ctx *ctx, const struct epoll_event *ev)
         case W_STDIN:
                 proc_on_stdin(ctx, w->owner);
                 break;
+        case W_RELAY:
+                tcp_relay_on_event(ctx, w->owner);
+                break;
         }
 }
 
@@ -336,6 +339,7 @@ static int loop_run(struct init_ctx *ctx)
                 /* Nothing from this batch points at the dead any more. */
                 conn_free_dead(ctx);
                 proc_free_dead(ctx);
+                tcp_relay_free_dead(ctx);
         }
 }
 

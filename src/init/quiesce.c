@@ -55,6 +55,7 @@ static int resume_path(const struct init_ctx *ctx, char out[PATH_MAX])
 static void close_all(struct init_ctx *ctx)
 {
         conn_close_all(ctx);
+        tcp_relay_kill_all(ctx); /* each holds a connection of the host's */
         if (ctx->listen_fd >= 0) {
                 if (!ctx->listen_paused)
                         loop_unwatch(ctx, ctx->listen_fd);

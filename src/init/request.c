@@ -122,6 +122,10 @@ static int req_field(struct req *rq, const struct agent_field *f)
                 free(rq->hostname);
                 rq->hostname = NULL;
                 return req_str(rq, f, "hostname", &rq->hostname);
+        case AGENT_T_PORT:
+                return agent_field_u64(f, &rq->port);
+        case AGENT_T_V6:
+                return agent_field_bool(f, &rq->v6);
         default:
                 return 0; /* unknown tags are skipped */
         }

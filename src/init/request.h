@@ -34,6 +34,8 @@ struct req {
         uint32_t data_len;
         bool close;
         char *hostname;
+        uint64_t port; /* AGENT_T_PORT; 0: absent */
+        bool v6;       /* AGENT_T_V6 */
         char msg[256]; /* why a value is invalid */
 };
 

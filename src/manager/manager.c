@@ -652,6 +652,16 @@ void mgr_leave(struct manager *m, struct sandbox *sb)
         sandbox_unref(sb);
 }
 
+struct store *mgr_store(struct manager *m)
+{
+        return m->store;
+}
+
+uint64_t mgr_sandbox_id(const struct sandbox *sb)
+{
+        return sb->rec.id;
+}
+
 const char *mgr_images_dir(const struct manager *m)
 {
         return m->images_dir;

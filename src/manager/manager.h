@@ -180,6 +180,10 @@ int mgr_enter(struct manager *m, const char *deployment, const char *name, uint6
 void mgr_leave(struct manager *m, struct sandbox *sb);
 /* Its deployment, valid while entered. */
 const char *mgr_sandbox_deployment(const struct sandbox *sb);
+/* The store the manager keeps its records in (the API's shares too). */
+struct store *mgr_store(struct manager *m);
+/* The incarnation id of an entered sandbox (its record's). */
+uint64_t mgr_sandbox_id(const struct sandbox *sb);
 /* The images dir (mgr_config.images_dir, normalized). */
 const char *mgr_images_dir(const struct manager *m);
 /* The sandbox dir, valid while entered. */

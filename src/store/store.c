@@ -50,7 +50,16 @@ static const char schema[] = "CREATE TABLE IF NOT EXISTS sandboxes ("
                               * old ones too. */
                              "CREATE TABLE IF NOT EXISTS egress ("
                              "  id INTEGER PRIMARY KEY,"
-                             "  policy TEXT NOT NULL);";
+                             "  policy TEXT NOT NULL);"
+                             "CREATE TABLE IF NOT EXISTS shares ("
+                             "  id TEXT PRIMARY KEY,"
+                             "  deployment TEXT NOT NULL,"
+                             "  name TEXT NOT NULL,"
+                             "  sandbox_id INTEGER NOT NULL,"
+                             "  port INTEGER NOT NULL,"
+                             "  public INTEGER NOT NULL,"
+                             "  created_at INTEGER NOT NULL,"
+                             "  expires_at INTEGER NOT NULL);";
 
 /* Bring a store made by an older sandboxd up to this schema. The schema
  * text above is always the newest, so a fresh store only gets its version
@@ -443,4 +452,85 @@ out:
         *ret = v;
         *ret_n = n;
         return 0;
+}
+
+/* ---- preview shares ---- */
+
+int store_share_put(struct store *st, const struct store_share *sh, struct sbx_error *err)
+{
+        int r = exec_stmt(st, err, "DELETE FROM shares WHERE expires_at <= ?", "i", sh->created_at);
+        if (r < 0)
+                return r;
+        r = exec_stmt(st, err,
+                      "INSERT INTO shares (id, deployment, name, sandbox_id, port, public,"
+                      " created_at, expires_at) VALUES (?,?,?,?,?,?,?,?)",
+                      "tttiiiii", sh->id, sh->deployment, sh->name, (int64_t)sh->sandbox_id,
+                      (int64_t)sh->port, (int64_t)sh->public, sh->created_at, sh->expires_at);
+        return r < 0 ? r : 0;
+}
+
+int store_share_delete(struct store *st, const char *id, const char *deployment, const char *name,
+                       struct sbx_error *err)
+{
+        return exec_stmt(st, err, "DELETE FROM shares WHERE id = ? AND deployment = ? AND name = ?",
+                         "ttt", id, deployment, name);
+}
+
+static void read_share(sqlite3_stmt *stmt, struct store_share *sh)
+{
+        copy_col(sh->id, sizeof(sh->id), stmt, 0);
+        copy_col(sh->deployment, sizeof(sh->deployment), stmt, 1);
+        copy_col(sh->name, sizeof(sh->name), stmt, 2);
+        sh->sandbox_id = (uint64_t)sqlite3_column_int64(stmt, 3);
+        sh->port = (uint16_t)sqlite3_column_int64(stmt, 4);
+        sh->public = sqlite3_column_int64(stmt, 5) != 0;
+        sh->created_at = sqlite3_column_int64(stmt, 6);
+        sh->expires_at = sqlite3_column_int64(stmt, 7);
+}
+
+#define SHARE_COLS "id, deployment, name, sandbox_id, port, public, created_at, expires_at"
+
+/* The rows of sql with its text binds a, b (b may be NULL); at most max. */
+static int share_query(struct store *st, const char *sql, const char *a, const char *b,
+                       struct store_share *ret, size_t max, size_t *ret_n, struct sbx_error *err)
+{
+        sqlite3_stmt *stmt = NULL;
+        size_t n = 0;
+        int r = 0;
+        pthread_mutex_lock(&st->lock);
+        if (sqlite3_prepare_v2(st->db, sql, -1, &stmt, NULL) != SQLITE_OK) {
+                r = db_error(st, err, "prepare shares");
+                goto out;
+        }
+        sqlite3_bind_text(stmt, 1, a, -1, SQLITE_STATIC);
+        if (b)
+                sqlite3_bind_text(stmt, 2, b, -1, SQLITE_STATIC);
+        int rc;
+        while (n < max && (rc = sqlite3_step(stmt)) == SQLITE_ROW)
+                read_share(stmt, &ret[n++]);
+        if (n < max && rc != SQLITE_DONE)
+                r = db_error(st, err, "read shares");
+out:
+        sqlite3_finalize(stmt);
+        pthread_mutex_unlock(&st->lock);
+        *ret_n = n;
+        return r;
+}
+
+int store_share_get(struct store *st, const char *id, struct store_share *ret,
+                    struct sbx_error *err)
+{
+        size_t n = 0;
+        int r = share_query(st, "SELECT " SHARE_COLS " FROM shares WHERE id = ?", id, NULL, ret, 1,
+                            &n, err);
+        return r < 0 ? r : (int)n;
+}
+
+int store_share_list(struct store *st, const char *deployment, const char *name,
+                     struct store_share *ret, size_t max, size_t *ret_n, struct sbx_error *err)
+{
+        return share_query(st,
+                           "SELECT " SHARE_COLS " FROM shares WHERE deployment = ? AND name = ?"
+                           " ORDER BY created_at, id",
+                           deployment, name, ret, max, ret_n, err);
 }

@@ -69,3 +69,28 @@ int store_account_get(struct store *st, const char *account, struct store_accoun
                       struct sbx_error *err);
 int store_account_list(struct store *st, struct store_account **ret, size_t *ret_n,
                        struct sbx_error *err);
+
+/* A preview share of a sandbox's port (src/api/shares.c): the record only;
+ * the token's MAC is made from it under the daemon's key, never stored. */
+struct store_share {
+        char id[33]; /* hex */
+        char deployment[SBX_NAME_MAX + 1];
+        char name[SBX_NAME_MAX + 1];
+        uint64_t sandbox_id; /* the incarnation it was made for */
+        uint16_t port;
+        bool public;
+        int64_t created_at; /* ms since the epoch */
+        int64_t expires_at;
+};
+
+/* Insert sh (and drop the shares expired by its created_at). */
+int store_share_put(struct store *st, const struct store_share *sh, struct sbx_error *err);
+/* 1 found, 0 none, -errno. */
+int store_share_get(struct store *st, const char *id, struct store_share *ret,
+                    struct sbx_error *err);
+/* How many went (0 or 1), -errno. */
+int store_share_delete(struct store *st, const char *id, const char *deployment, const char *name,
+                       struct sbx_error *err);
+/* A sandbox name's shares, oldest first, at most max. */
+int store_share_list(struct store *st, const char *deployment, const char *name,
+                     struct store_share *ret, size_t max, size_t *ret_n, struct sbx_error *err);

@@ -40,8 +40,9 @@ export class ContractViolation extends Error {
 const escapeRe = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 // "{origin}/v1/sandboxes/{name}" + "/processes/{processId}" as a regex on
-// origin + path: a variable at the very start is the origin, every other
-// one a path segment.
+// origin + path: a variable at the very start is the origin, a `{path}`
+// at the very end the rest of the path (slashes too: the port proxy's),
+// every other one a path segment.
 function templateRegex(base, path) {
   let re = "^";
   const names = [];
@@ -51,7 +52,8 @@ function templateRegex(base, path) {
     if (!v) re += escapeRe(part);
     else {
       names.push(v[1]);
-      re += i === 1 && parts[0] === "" ? "(https?://[^/]+)" : "([^/]+)";
+      const rest = v[1] === "path" && i === parts.length - 2 && parts[i + 1] === "";
+      re += i === 1 && parts[0] === "" ? "(https?://[^/]+)" : rest ? "(.+)" : "([^/]+)";
     }
   });
   return { re: new RegExp(re + "$"), names, literal: parts.filter((_, i) => i % 2 === 0).join("").length };
@@ -62,6 +64,7 @@ function mediaEssence(ct) {
 }
 
 function sameMediaType(key, actual) {
+  if (key === "*/*") return true; // any answer at all (what a sandbox's server sends through the port proxy)
   const norm = (s) => s.toLowerCase().replace(/\s+/g, "");
   return key.includes(";") ? norm(key) === norm(actual || "") : mediaEssence(key) === mediaEssence(actual);
 }

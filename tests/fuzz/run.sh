@@ -10,11 +10,12 @@
 #   config the config file parser
 #   recipe the image recipe parser (image build -f)
 #   client libsandboxd's parsing of a server's answers (frames, records, token)
+#   httpmsg the port proxy's parsers (answer heads, chunked bodies, preview hosts)
 # The corpus starts from the seeds below and grows in a temporary
 # directory; crash inputs are written to the current directory.
 set -eu
 
-targets="jwt agent path init exec config recipe client dns"
+targets="jwt agent path init exec config recipe client dns httpmsg"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${FUZZ_BUILD:-$root/build-fuzz}
 setup() {
@@ -80,6 +81,14 @@ init)
         printf '\001\000\002\000\000\000sh\001\000\002\000\000\000-c\001\000\007\000\000\000echo hi\003\000\003\000\000\000A=1\002\000\003\000\000\000tmp' \
                 >"$c/exec"
         max_len=65536
+        ;;
+httpmsg)
+        printf '\000HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n' >"$c/head"
+        printf '\001\003\007' >"$c/chunked"
+        printf '5\r\nhello\r\n0\r\nX: y\r\n\r\n' >>"$c/chunked"
+        printf '\0028000-00112233445566778899aabbccddeeff0011223344556677.preview.example.com:7070' >"$c/host"
+        printf '\003/v1/sandboxes/a/ports/80/x?y' >"$c/uri"
+        max_len=8192
         ;;
 exec)
         printf '{"command":["sh","-c","echo $X"],"cwd":"sub","env":{"X":"1"},"stdin":true}' \

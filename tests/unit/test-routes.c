@@ -12,6 +12,7 @@
 #include "src/api/control.h"
 #include "src/api/dataplane.h"
 #include "src/api/files.h"
+#include "src/api/ports.h"
 #include "src/api/routes.h"
 
 static struct api_match m;
@@ -116,6 +117,23 @@ static void test_data_plane(void **state)
         expect_405("GET", P("/processes/p1/signal"), API_AUTH_CREDENTIAL);
         expect_405("POST", P("/files"), API_AUTH_CREDENTIAL);
         expect_405("PUT", P("/files/list"), API_AUTH_CREDENTIAL);
+        /* Ports: the shares' own, and every other method and depth proxied. */
+        expect("GET", P("/ports/shares"), ports_share_list, API_AUTH_CREDENTIAL, "box", NULL);
+        expect("POST", P("/ports/8000/share"), ports_share_create, API_AUTH_CREDENTIAL, "box",
+               NULL);
+        assert_string_equal(m.port, "8000");
+        expect("GET", P("/ports/8000/share"), ports_proxy, API_AUTH_CREDENTIAL, "box", NULL);
+        expect("DELETE", P("/ports/8000/share/ab"), ports_share_delete, API_AUTH_CREDENTIAL, "box",
+               NULL);
+        expect("PUT", P("/ports/8000/share/ab"), ports_proxy, API_AUTH_CREDENTIAL, "box", NULL);
+        expect("PATCH", P("/ports/8000"), ports_proxy, API_AUTH_CREDENTIAL, "box", NULL);
+        expect("GET", P("/ports/8000/"), ports_proxy, API_AUTH_CREDENTIAL, "box", NULL);
+        expect("GET", P("/ports/1/a/b/c/d/e/f/g/h/i/j/k"), ports_proxy, API_AUTH_CREDENTIAL, "box",
+               NULL);
+        assert_string_equal(m.port, "1");
+        assert_true(m.route->streams);
+        expect("GET", "/v1/preview/tok/x/y", ports_preview, API_AUTH_NONE, NULL, NULL);
+        expect_405("POST", P("/ports/shares"), API_AUTH_CREDENTIAL);
 #undef P
 }
 
@@ -174,7 +192,8 @@ static void test_open_routes(void **state)
 }
 
 /* Entries of a pattern are adjacent and share its auth kind; a method
- * appears once per pattern; only a PUT streams. */
+ * appears once per pattern, and an entry of any method (NULL) comes last;
+ * only a PUT and the port proxy's any-method entries stream. */
 static void test_table_shape(void **state)
 {
         size_t n;
@@ -182,7 +201,7 @@ static void test_table_shape(void **state)
         for (size_t i = 0; i < n; i++) {
                 assert_int_equal(t[i].pattern[0], '/');
                 assert_non_null(t[i].handler);
-                if (t[i].streams)
+                if (t[i].streams && t[i].method)
                         assert_string_equal(t[i].method, "PUT");
                 bool seen_gap = false;
                 for (size_t k = i + 1; k < n; k++) {
@@ -192,9 +211,9 @@ static void test_table_shape(void **state)
                         }
                         assert_false(seen_gap);
                         assert_int_equal(t[i].auth, t[k].auth);
-                        assert_non_null(t[i].method);
-                        assert_non_null(t[k].method);
-                        assert_string_not_equal(t[i].method, t[k].method);
+                        assert_non_null(t[i].method); /* an any-method entry is the last */
+                        if (t[k].method)
+                                assert_string_not_equal(t[i].method, t[k].method);
                 }
         }
 }

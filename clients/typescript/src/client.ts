@@ -17,6 +17,10 @@ import type {
   ExecResult,
   GrepMatch,
   ImageInfo,
+  PortTarget,
+  SandboxPorts,
+  Share,
+  ShareOptions,
   SnapshotInfo,
   Network,
   NetworkPolicy,
@@ -454,6 +458,77 @@ export class SandboxClient {
     const id = checkProcessId(processId);
     const size = checkPty(cols, rows);
     await this.#data(name, (ep) => jsonSpec("POST", `${ep}/processes/${id}/resize`, size), discard);
+  }
+
+  // ------------------------------------------------------------ ports
+
+  /** One sandbox's ports: `client.ports("thread-42").url(8000)`, `.share(8000, { ttl: "1h" })`. */
+  ports(name: string): SandboxPorts {
+    checkName(name);
+    return {
+      url: (port, path) => this.portUrl(name, port, path),
+      fetch: (port, path, init) => this.portFetch(name, port, path, init),
+      share: (port, options) => this.share(name, port, options),
+      unshare: (port, id) => this.unshare(name, port, id),
+      shares: () => this.shares(name),
+    };
+  }
+
+  /**
+   * Where TCP `port` inside the sandbox is reached through the server, and
+   * the credential to send along (beyond the documented client). `path`
+   * (default `/`) is the server's own path, with its query.
+   */
+  async portUrl(name: string, port: number, path = "/"): Promise<PortTarget> {
+    checkName(name);
+    const p = portPath(port, path);
+    const { handle } = await this.#handle(name);
+    return { url: `${handle.endpoint}${p}`, headers: { ...handle.headers } };
+  }
+
+  /**
+   * fetch() of `path` on TCP `port` inside the sandbox, with the
+   * credential (refreshed before it expires; a request is not sent twice,
+   * its body may be a stream). The answer is the sandbox's server's,
+   * streamed; the client's timeout does not apply.
+   */
+  async portFetch(name: string, port: number, path = "/", init: RequestInit = {}): Promise<Response> {
+    checkName(name);
+    const p = portPath(port, path);
+    const { handle } = await this.#handle(name);
+    return this.#fetch(`${handle.endpoint}${p}`, {
+      ...init,
+      headers: { ...headersOf(init.headers), ...handle.headers },
+      redirect: init.redirect ?? "manual",
+    });
+  }
+
+  /** A preview URL of `port` for people: signed, expiring, revocable (beyond the documented client). */
+  async share(name: string, port: number, options: ShareOptions = {}): Promise<Share> {
+    const body: Record<string, unknown> = {};
+    if (options.ttl !== undefined) body.ttl = options.ttl;
+    if (options.public !== undefined) {
+      if (typeof options.public !== "boolean") throw new TypeError("public: expected a boolean");
+      body.public = options.public;
+    }
+    const res = await this.#data(name, (ep) => jsonSpec("POST", `${ep}${portPath(port, "/")}share`, body), readJson);
+    return toShare(res);
+  }
+
+  /** Revokes a share: its URL answers 404 from then on. */
+  async unshare(name: string, port: number, id: string): Promise<void> {
+    if (typeof id !== "string" || !/^[0-9a-f]{16}$/.test(id)) {
+      throw new SandboxRequestError(400, "invalid_argument", `invalid share id ${JSON.stringify(id)}`);
+    }
+    await this.#data(name, (ep) => bareSpec("DELETE", `${ep}${portPath(port, "/")}share/${id}`), discard);
+  }
+
+  /** The sandbox's valid shares, oldest first. */
+  async shares(name: string): Promise<Share[]> {
+    const body = await this.#data(name, (ep) => bareSpec("GET", `${ep}/ports/shares`), readJson);
+    const rows = field(body, "shares");
+    if (!Array.isArray(rows)) throw badResponse("shares: no shares array");
+    return rows.map(toShare);
   }
 
   // ------------------------------------------------------------ files
@@ -1073,4 +1148,36 @@ function toOutput(body: unknown): ProcessOutput {
     stdoutDropped: num(field(body, "stdoutDropped")),
     stderrDropped: num(field(body, "stderrDropped")),
   };
+}
+
+function portPath(port: number, path: string): string {
+  if (!Number.isInteger(port) || port < 1 || port > 65535) {
+    throw new SandboxRequestError(400, "invalid_argument", `invalid port ${JSON.stringify(port)} (1..65535)`);
+  }
+  if (typeof path !== "string") throw new TypeError("path: expected a string");
+  return `/ports/${port}${path.startsWith("/") ? path : `/${path}`}`;
+}
+
+function headersOf(h: RequestInit["headers"]): Record<string, string> {
+  const out: Record<string, string> = {};
+  new Headers(h).forEach((v, k) => {
+    if (k !== "authorization") out[k] = v;
+  });
+  return out;
+}
+
+function toShare(v: unknown): Share {
+  const hostUrl = field(v, "hostUrl");
+  const out: Share = {
+    id: str(field(v, "id")),
+    port: num(field(v, "port")),
+    url: str(field(v, "url")),
+    pathUrl: str(field(v, "pathUrl")),
+    token: str(field(v, "token")),
+    expiresAt: str(field(v, "expiresAt")),
+    createdAt: str(field(v, "createdAt")),
+    public: field(v, "public") === true,
+  };
+  if (typeof hostUrl === "string") out.hostUrl = hostUrl;
+  return out;
 }

@@ -364,3 +364,46 @@ export interface SnapshotInfo {
   /** RFC 3339. */
   createdAt: string;
 }
+
+/** A preview share of a sandbox's port (`SandboxClient.share`). */
+export interface Share {
+  /** What `unshare` names. */
+  id: string;
+  port: number;
+  /** `hostUrl` when the server has a `preview_domain`, else `pathUrl`. */
+  url: string;
+  /** `{server}/v1/preview/{token}/`: always there. */
+  pathUrl: string;
+  /** `{scheme}://{port}-{token}.{preview_domain}/`, when the server has one. */
+  hostUrl?: string;
+  token: string;
+  /** RFC 3339. */
+  expiresAt: string;
+  createdAt: string;
+  /** true: anyone with the URL; false: the URL and an identity token of the deployment. */
+  public: boolean;
+}
+
+export interface ShareOptions {
+  /** `"30s"`, `"15m"`, `"1h"`, `"7d"`, or seconds; 1 s to 30 d. Default 1 h. */
+  ttl?: string | number;
+  /** Default false: each request also takes an identity token of the deployment. */
+  public?: boolean;
+}
+
+/** Where a port of a sandbox is reached through the server, and with what (`SandboxClient.portUrl`). */
+export interface PortTarget {
+  /** `{endpoint}/ports/{port}{path}` */
+  url: string;
+  /** The credential; send it with every request (it is not passed on to the sandbox's server). */
+  headers: Record<string, string>;
+}
+
+/** One sandbox's ports (`SandboxClient.ports(name)`). */
+export interface SandboxPorts {
+  url(port: number, path?: string): Promise<PortTarget>;
+  fetch(port: number, path?: string, init?: RequestInit): Promise<Response>;
+  share(port: number, options?: ShareOptions): Promise<Share>;
+  unshare(port: number, id: string): Promise<void>;
+  shares(): Promise<Share[]>;
+}

@@ -40,6 +40,7 @@ const ANSWERS = [
   { sdk: "DirEntry", wire: 'W["DirEntry"]', exact: true },
   { sdk: "ImageInfo", wire: 'W["Image"]' },
   { sdk: "SnapshotInfo", wire: 'W["Snapshot"]', exact: true },
+  { sdk: "Share", wire: 'W["Share"]', exact: true },
   { sdk: "StreamStart", wire: 'W["StreamStart"]', exact: true },
   { sdk: "StreamExit", wire: 'W["StreamExit"]', exact: true },
 ];
@@ -48,6 +49,7 @@ const REQUESTS = [
   { sdk: "ExecRequest", wire: 'W["ExecRequest"]' },
   { sdk: "SpawnRequest", wire: 'W["SpawnRequest"]' },
   { sdk: "PtySize", wire: 'W["TerminalSize"]' },
+  { sdk: "ShareOptions", wire: 'W["ShareRequest"]' },
   { sdk: "PollOptions", wire: 'NonNullable<operations["pollProcess"]["parameters"]["query"]>' },
 ];
 // Single values: one way (requests) or both (exact).

@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-EXTRA_PACKAGES="clang libclang-rt-14-dev clang-format clang-tidy cppcheck bubblewrap runc strace python3-pytest zstd" \
+EXTRA_PACKAGES="clang libclang-rt-14-dev clang-format clang-tidy cppcheck bubblewrap runc strace python3-pytest zstd etcd-server" \
         ./scripts/setup.sh || exit 1
 
 if [ ! -f build-asan/build.ninja ]; then

@@ -1,0 +1,210 @@
+// Test harness of cluster mode: a real three-member etcd cluster on
+// loopback ports picked here, and sandboxd hosts (the real daemon) joined
+// to it, each with its own state dir, port and ranges. Everything started
+// here is stopped by pid and its files removed by the test that made it.
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, mkdirSync, readdirSync, copyFileSync, readFileSync, writeFileSync,
+  existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Daemon, freePort, sleep, removeCgroups } from "../../integration/lib/daemon.mjs";
+
+export const ETCD = process.env.ETCD_BIN || "/usr/bin/etcd";
+export const HAVE_ETCD = existsSync(ETCD);
+export const ISSUER = "sandboxd-cluster-test";
+
+const b64 = (s) => Buffer.from(s).toString("base64");
+const unb64 = (s) => Buffer.from(s || "", "base64").toString();
+
+// The key just past every key starting with prefix.
+function prefixEnd(p) {
+  const b = Buffer.from(p);
+  b[b.length - 1]++;
+  return b.toString("base64");
+}
+
+export class Etcd {
+  constructor(n = 3) {
+    this.n = n;
+    this.dir = mkdtempSync(join(tmpdir(), `sandboxd-etcd-${process.pid}-`));
+    this.members = [];
+  }
+
+  async start() {
+    for (let i = 0; i < this.n; i++)
+      this.members.push({ name: `e${i}`, client: await freePort(), peer: await freePort() });
+    const initial = this.members.map((m) => `${m.name}=http://127.0.0.1:${m.peer}`).join(",");
+    for (const m of this.members) this.spawn(m, initial, "new");
+    await this.waitHealthy();
+    return this;
+  }
+
+  spawn(m, initial, state) {
+    m.log = "";
+    m.proc = spawn(ETCD, [
+      "--name", m.name,
+      "--data-dir", join(this.dir, m.name),
+      "--listen-client-urls", `http://127.0.0.1:${m.client}`,
+      "--advertise-client-urls", `http://127.0.0.1:${m.client}`,
+      "--listen-peer-urls", `http://127.0.0.1:${m.peer}`,
+      "--initial-advertise-peer-urls", `http://127.0.0.1:${m.peer}`,
+      "--initial-cluster", initial,
+      "--initial-cluster-token", `sandboxd-test-${process.pid}`,
+      "--initial-cluster-state", state,
+      "--heartbeat-interval", "100",
+      "--election-timeout", "1000",
+      "--log-level", "warn",
+    ], { stdio: ["ignore", "pipe", "pipe"] });
+    m.proc.stdout.on("data", (d) => (m.log += d));
+    m.proc.stderr.on("data", (d) => (m.log = (m.log + d).slice(-20000)));
+    m.exited = new Promise((r) => m.proc.on("exit", r));
+  }
+
+  get endpoints() {
+    return this.members.map((m) => `http://127.0.0.1:${m.client}`).join(",");
+  }
+
+  async call(path, body, member) {
+    const ms = member ? [member] : this.members.filter((m) => m.proc.exitCode === null && !m.proc.signalCode);
+    let last;
+    for (const m of ms) {
+      try {
+        const r = await fetch(`http://127.0.0.1:${m.client}${path}`, {
+          method: "POST", body: JSON.stringify(body), signal: AbortSignal.timeout(3000),
+        });
+        if (r.status === 200) return await r.json();
+        last = new Error(`etcd ${path}: ${r.status}`);
+      } catch (e) {
+        last = e;
+      }
+    }
+    throw last;
+  }
+
+  async waitHealthy(ms = 20000) {
+    const t0 = Date.now();
+    for (;;) {
+      try {
+        await this.call("/v3/kv/put", { key: b64("/health"), value: b64("1") });
+        return;
+      } catch (e) {
+        if (Date.now() - t0 > ms) throw new Error(`etcd did not come up: ${e}\n${this.members.map((m) => m.log).join("\n")}`);
+        await sleep(100);
+      }
+    }
+  }
+
+  // Every key under prefix, decoded: [{key, value, mod}].
+  async list(prefix) {
+    const r = await this.call("/v3/kv/range", { key: b64(prefix), range_end: prefixEnd(prefix) });
+    return (r.kvs || []).map((kv) => ({ key: unb64(kv.key), value: unb64(kv.value),
+      mod: Number(kv.mod_revision || 0) }));
+  }
+
+  // The member that leads now.
+  async leader() {
+    for (const m of this.members) {
+      if (m.proc.exitCode !== null || m.proc.signalCode) continue;
+      try {
+        const s = await this.call("/v3/maintenance/status", {}, m);
+        if (s.leader && s.header && s.leader === s.header.member_id) return m;
+      } catch {}
+    }
+    return null;
+  }
+
+  async kill(m) {
+    if (m.proc.exitCode === null && !m.proc.signalCode) {
+      m.proc.kill("SIGKILL");
+      await m.exited;
+    }
+  }
+
+  // Back into the cluster it left, with its data dir.
+  restart(m) {
+    const initial = this.members.map((x) => `${x.name}=http://127.0.0.1:${x.peer}`).join(",");
+    this.spawn(m, initial, "existing");
+  }
+
+  async destroy() {
+    for (const m of this.members) await this.kill(m);
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+// A sandboxd host of the cluster.
+export class Host extends Daemon {
+  constructor(id, etcd, opts = {}) {
+    super({ ...opts, args: [
+      "--cluster-etcd", etcd.endpoints,
+      "--host-id", id,
+      "--cluster-prefix", `/sandboxd-${process.pid}/`,
+      "--cluster-lease-ttl", opts.ttl || "4s",
+      "--issuer", ISSUER,
+      "--pool-size", "0",
+      ...(opts.args || []),
+    ] });
+    this.id = id;
+    this.prefix = `/sandboxd-${process.pid}/`;
+  }
+
+  token(deployment = "dep-a", account = "acct-a") {
+    this.minted.set(deployment, account);
+    return super.token(deployment, account, ["--issuer", ISSUER]);
+  }
+
+  // Cluster hosts sign with the same identity keys: the first one's,
+  // copied before this one starts. The credential key stays each host's
+  // own: a credential is good only on the host that minted it.
+  shareKeysFrom(other) {
+    const from = join(other.state, "keys"), to = join(this.state, "keys");
+    mkdirSync(to, { recursive: true, mode: 0o700 });
+    for (const f of readdirSync(from))
+      if (f !== "credential.key") copyFileSync(from + "/" + f, join(to, f));
+  }
+
+  // Kill every process of this host's sandboxes (cgroup.kill of its subtree).
+  killSandboxes() {
+    let inst;
+    try { inst = readFileSync(join(this.state, "instance-id"), "utf8").trim(); } catch { return 0; }
+    let n = 0;
+    for (const h of readdirSync("/sys/fs/cgroup")) {
+      const base = join("/sys/fs/cgroup", h, "sandboxd", inst);
+      if (!existsSync(base)) continue;
+      for (const e of readdirSync(base, { withFileTypes: true })) {
+        if (!e.isDirectory()) continue;
+        try { writeFileSync(join(base, e.name, "cgroup.kill"), "1"); n++; } catch {}
+      }
+    }
+    try { writeFileSync(join("/sys/fs/cgroup/sandboxd", inst, "cgroup.kill"), "1"); } catch {}
+    return n;
+  }
+}
+
+export async function startCluster(n = 3, opts = {}) {
+  const etcd = await new Etcd(3).start();
+  const hosts = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      const h = new Host(`h${i + 1}`, etcd, opts);
+      if (i > 0) h.shareKeysFrom(hosts[0]);
+      await h.start();
+      hosts.push(h);
+    }
+  } catch (e) {
+    for (const h of hosts) await h.destroy().catch(() => {});
+    await etcd.destroy();
+    throw e;
+  }
+  return { etcd, hosts };
+}
+
+export async function stopCluster({ etcd, hosts }) {
+  for (const h of hosts) {
+    await h.destroy().catch(() => {});
+    removeCgroups(h.state);
+  }
+  await etcd.destroy();
+}
+
+export { sleep };

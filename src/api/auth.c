@@ -88,7 +88,7 @@ static bool verify_identity(struct api *a, struct api_req *req, struct jwt_claim
 
 bool api_auth_identity(struct api_call *c, struct api_resp *resp)
 {
-        if (!verify_identity(c->a, c->req, &c->claims, resp) ||
+        if (!cluster_api_serving(c->a, resp) || !verify_identity(c->a, c->req, &c->claims, resp) ||
             rate_limited(c->a, c->claims.sub, resp))
                 return false;
         c->caller = (struct mgr_caller){.deployment = c->claims.sub, .account = c->claims.acct};
@@ -106,7 +106,7 @@ bool api_auth_identity(struct api_call *c, struct api_resp *resp)
 bool api_auth_credential(struct api_call *c, struct api_resp *resp)
 {
         struct api *a = c->a;
-        if (!cluster_api_data_plane(a, resp))
+        if (!cluster_api_serving(a, resp))
                 return false;
         const char *tok = bearer(c->req);
         if (!tok) {

@@ -168,11 +168,12 @@ void cluster_api_list(struct api_call *c, json_t *sandboxes)
         free(recs);
 }
 
-bool cluster_api_data_plane(struct api *a, struct api_resp *resp)
+bool cluster_api_serving(struct api *a, struct api_resp *resp)
 {
         if (!a->cfg.cluster || cluster_serving(a->cfg.cluster))
                 return true;
         api_error(resp, 503, "unavailable",
-                  "this host lost its cluster lease; attach again for a current endpoint");
+                  "this host has no cluster lease now (or has not reconciled its sandboxes "
+                  "under it yet); another host serves the cluster");
         return false;
 }

@@ -28,5 +28,8 @@ void cluster_api_looked_up(struct api_call *c, const struct cluster_route *route
 void cluster_api_deleted(struct api_call *c, const struct cluster_route *route, int r);
 /* The records of a list, annotated. */
 void cluster_api_list(struct api_call *c, json_t *sandboxes);
-/* Before a data-plane call: 503 while this host's lease is in doubt. */
-bool cluster_api_data_plane(struct api *a, struct api_resp *resp);
+/* Before every authenticated call, control and data plane: 503 while
+ * this host's lease is in doubt, and until its sandboxes are reconciled
+ * under a new one (a list would show stale copies, a call would reach
+ * one). */
+bool cluster_api_serving(struct api *a, struct api_resp *resp);

@@ -31,7 +31,7 @@ struct cluster {
 
 bool cluster_serving(struct cluster *cl)
 {
-        return atomic_load(&cl->p->serving) &&
+        return placement_serving(cl->p) &&
                atomic_load(&cl->reconciled) == atomic_load(&cl->p->epoch);
 }
 
@@ -85,7 +85,7 @@ static void reconcile_one(struct cluster *cl, const struct mgr_owned *o)
 static void watch_round(struct cluster *cl)
 {
         uint64_t epoch = atomic_load(&cl->p->epoch);
-        bool live = atomic_load(&cl->p->serving);
+        bool live = placement_serving(cl->p);
         if (!live && !cl->frozen && atomic_load(&cl->reconciled)) {
                 log_warn("cluster: lease in doubt; data plane off, sandboxes suspended");
                 each_local(cl, freeze_one);

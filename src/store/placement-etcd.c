@@ -50,7 +50,7 @@ static size_t collect(char *data, size_t size, size_t n, void *ctx)
 }
 
 static CURL *easy(struct etcd *e, const char *url, const char *body, struct buf *out,
-                  struct curl_slist *h)
+                  struct curl_slist *h, int64_t timeout_ms)
 {
         CURL *c = curl_easy_init();
         if (!c)
@@ -60,8 +60,8 @@ static CURL *easy(struct etcd *e, const char *url, const char *body, struct buf 
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)e->cfg.request_timeout_ms);
-        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(e->cfg.request_timeout_ms / 2 + 1));
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(timeout_ms / 2 + 1));
         curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
         curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
@@ -78,13 +78,13 @@ static CURL *easy(struct etcd *e, const char *url, const char *body, struct buf 
 /* POST body to path on one endpoint; the answer into out. 0, or -EIO
  * (unreachable, or not 200 with a JSON body). */
 static int post_one(struct etcd *e, size_t i, const char *path, const char *body, struct buf *out,
-                    long *ret_status)
+                    int64_t timeout_ms, long *ret_status)
 {
         char url[512];
         if (snprintf(url, sizeof(url), "%s%s", e->endpoints[i], path) >= (int)sizeof(url))
                 return -ENAMETOOLONG;
         struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-        CURL *c = easy(e, url, body, out, h);
+        CURL *c = easy(e, url, body, out, h, timeout_ms);
         if (!c) {
                 curl_slist_free_all(h);
                 return -ENOMEM;
@@ -102,8 +102,8 @@ static int post_one(struct etcd *e, size_t i, const char *path, const char *body
 
 /* POST to the first endpoint that answers. An answer of etcd's (any
  * status with a body) is returned as it is: the parsers judge it. */
-static int post(struct etcd *e, const char *path, const char *body, struct buf *out,
-                struct sbx_error *err)
+static int post_within(struct etcd *e, const char *path, const char *body, struct buf *out,
+                       int64_t timeout_ms, struct sbx_error *err)
 {
         if (!body)
                 return sbx_error_set(err, ENOMEM, "etcd request"), -ENOMEM;
@@ -113,14 +113,20 @@ static int post(struct etcd *e, const char *path, const char *body, struct buf *
                 buf_free(out);
                 buf_init(out, ETCD_ANSWER_MAX);
                 long status = 0;
-                int r = post_one(e, i, path, body, out, &status);
+                int r = post_one(e, i, path, body, out, timeout_ms, &status);
                 /* 503 and the like: a member without a leader; try another. */
                 if (r == 0 && status >= 200 && status < 500) {
                         atomic_store(&e->good, i);
                         return 0;
                 }
         }
-        return sbx_error_say(err, EAGAIN, "etcd: no endpoint answered"), -EAGAIN;
+        return sbx_error_say(err, EAGAIN, "etcd: no endpoint answered");
+}
+
+static int post(struct etcd *e, const char *path, const char *body, struct buf *out,
+                struct sbx_error *err)
+{
+        return post_within(e, path, body, out, e->cfg.request_timeout_ms, err);
 }
 
 static int key_of(struct etcd *e, char *out, size_t cap, const char *kind, const char *a,
@@ -175,7 +181,11 @@ static int lease_call(struct etcd *e, const char *path, char *body, int64_t *ret
 {
         struct buf out = {0};
         struct sbx_error err = {0};
-        int r = post(e, path, body, &out, &err);
+        /* A renewal must not outlast the lease's margin on a member that
+         * has no leader: the next endpoint is tried soon. */
+        int64_t t = e->cfg.lease_ttl_ms / 10;
+        int r = post_within(e, path, body, &out,
+                            t < e->cfg.request_timeout_ms ? t : e->cfg.request_timeout_ms, &err);
         free(body);
         if (r == 0)
                 r = etcd_parse_lease(out.data, out.len, ret_id, ret_ttl, &err);
@@ -183,32 +193,40 @@ static int lease_call(struct etcd *e, const char *path, char *body, int64_t *ret
         return r;
 }
 
+/* How long this host may serve after a renewal sent at `sent` worked:
+ * a margin short of the TTL, as etcd counts the TTL from when it got the
+ * renewal, after we sent it. */
+static void renewed(struct etcd *e, int64_t sent)
+{
+        int64_t margin = e->cfg.lease_ttl_ms / 5;
+        atomic_store(&e->p.serve_until, sent + e->cfg.lease_ttl_ms - margin);
+}
+
 /* One round of the lease thread: grant and register when there is no
- * lease, else renew it. */
-static void lease_round(struct etcd *e)
+ * lease, else renew it. True when it worked. */
+static bool lease_round(struct etcd *e)
 {
         int64_t sent = mono_ms(), id = 0, ttl = 0;
-        int64_t lease = e->lease;
-        if (!lease) {
+        if (!e->lease) {
                 int r = lease_call(e, "/v3/lease/grant",
                                    etcd_grant_json((e->cfg.lease_ttl_ms + 999) / 1000), &id, &ttl);
-                if (r == 0 && id > 0 && ttl > 0 && put_host(e, id, NULL) == 0) {
-                        e->lease = id;
-                        e->lease_ok = sent;
-                        atomic_fetch_add(&e->p.epoch, 1);
-                }
-        } else if (lease_call(e, "/v3/lease/keepalive", etcd_lease_id_json(lease), &id, &ttl) ==
-                   0) {
-                if (ttl > 0 && id == lease)
-                        e->lease_ok = sent;
-                else
-                        e->lease = 0; /* expired: etcd forgot it */
+                if (r < 0 || id <= 0 || ttl <= 0 || put_host(e, id, NULL) < 0)
+                        return false;
+                e->lease = id;
+                atomic_fetch_add(&e->p.epoch, 1);
+                renewed(e, sent);
+                return true;
         }
-        /* Serving stops a margin before etcd could let the lease go (it
-         * counts from when it got the renewal, after we sent it). */
-        int64_t margin = e->cfg.lease_ttl_ms / 5;
-        bool serving = e->lease && mono_ms() - e->lease_ok < e->cfg.lease_ttl_ms - margin;
-        atomic_store(&e->p.serving, serving);
+        if (lease_call(e, "/v3/lease/keepalive", etcd_lease_id_json(e->lease), &id, &ttl) < 0)
+                return false;
+        if (ttl > 0 && id == e->lease) {
+                renewed(e, sent);
+                return true;
+        }
+        /* Expired: etcd forgot it, and this host is lost in its eyes. */
+        e->lease = 0;
+        atomic_store(&e->p.serve_until, 0);
+        return false;
 }
 
 static void *lease_thread(void *arg)
@@ -217,10 +235,10 @@ static void *lease_thread(void *arg)
         pthread_mutex_lock(&e->lock);
         while (!e->stop) {
                 pthread_mutex_unlock(&e->lock);
-                lease_round(e);
+                bool ok = lease_round(e);
                 pthread_mutex_lock(&e->lock);
-                /* Renew three times a TTL; retry sooner while not serving. */
-                int64_t wait = atomic_load(&e->p.serving) ? e->cfg.lease_ttl_ms / 3 : 300;
+                /* Renew four times a TTL; after a failure, again soon. */
+                int64_t wait = ok ? e->cfg.lease_ttl_ms / 4 : 200;
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
                 ts.tv_sec += wait / 1000;

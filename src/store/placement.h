@@ -101,13 +101,20 @@ struct placement_ops {
 
 struct placement {
         const struct placement_ops *ops;
-        /* This host's lease: serving is true while it is surely alive in
-         * the engine's eyes; epoch counts the leases it has had. */
-        atomic_bool serving;
+        /* This host's lease: it is surely alive in the engine's eyes
+         * until serve_until (mono_ms; 0 = no lease), which placement_serving
+         * compares with the clock, so that a renewal stuck in a call
+         * cannot stretch it. epoch counts the leases it has had. */
+        atomic_int_fast64_t serve_until;
         atomic_uint_fast64_t epoch;
         atomic_uint_fast64_t calls; /* requests made to the engine */
         atomic_uint_fast64_t bytes; /* bytes sent and received */
 };
+
+static inline bool placement_serving(struct placement *p)
+{
+        return mono_ms() < atomic_load(&p->serve_until);
+}
 
 /* The etcd engine (placement-etcd.c). */
 int placement_etcd_open(const struct placement_config *cfg, struct placement **ret,

@@ -6,6 +6,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, mkdirSync, readdirSync, copyFileSync, readFileSync, writeFileSync,
   existsSync } from "node:fs";
 import { tmpdir } from "node:os";
+import net from "node:net";
 import { join } from "node:path";
 import { Daemon, freePort, sleep, removeCgroups } from "../../integration/lib/daemon.mjs";
 
@@ -132,11 +133,65 @@ export class Etcd {
   }
 }
 
+// A TCP relay from a port of its own to an etcd member: a host given
+// relays instead of the members can be cut off from etcd (cut: new and
+// open connections are held without a byte passing, like a link that is
+// down) while its clients still reach it, and healed.
+export class Relay {
+  constructor(port) {
+    this.to = port;
+    this.cutOff = false;
+    this.socks = new Set();
+  }
+
+  async start() {
+    this.port = await freePort();
+    this.server = net.createServer((c) => {
+      this.socks.add(c);
+      c.on("close", () => this.socks.delete(c));
+      c.on("error", () => {});
+      if (this.cutOff) return; // held: nothing passes
+      const up = net.connect(this.to, "127.0.0.1");
+      this.socks.add(up);
+      up.on("close", () => { this.socks.delete(up); c.destroy(); });
+      up.on("error", () => c.destroy());
+      c.on("close", () => up.destroy());
+      c.pipe(up);
+      up.pipe(c);
+    });
+    await new Promise((r) => this.server.listen(this.port, "127.0.0.1", r));
+    return this;
+  }
+
+  cut() {
+    this.cutOff = true;
+    for (const s of this.socks) { s.unpipe?.(); s.pause(); }
+  }
+
+  heal() {
+    this.cutOff = false;
+    for (const s of this.socks) s.destroy();
+  }
+
+  close() {
+    for (const s of this.socks) s.destroy();
+    return new Promise((r) => this.server.close(r));
+  }
+}
+
+export async function relays(etcd) {
+  const v = [];
+  for (const m of etcd.members) v.push(await new Relay(m.client).start());
+  return v;
+}
+
 // A sandboxd host of the cluster.
 export class Host extends Daemon {
   constructor(id, etcd, opts = {}) {
+    const endpoints = opts.relays
+      ? opts.relays.map((r) => `http://127.0.0.1:${r.port}`).join(",") : etcd.endpoints;
     super({ ...opts, args: [
-      "--cluster-etcd", etcd.endpoints,
+      "--cluster-etcd", endpoints,
       "--host-id", id,
       "--cluster-prefix", `/sandboxd-${process.pid}/`,
       "--cluster-lease-ttl", opts.ttl || "4s",
@@ -163,6 +218,20 @@ export class Host extends Daemon {
       if (f !== "credential.key") copyFileSync(from + "/" + f, join(to, f));
   }
 
+  // Until this host serves (it answers 503 until it holds a lease and has
+  // reconciled its sandboxes under it).
+  async waitServing(ms = 30000) {
+    const tok = this.token("dep-probe", "acct-a");
+    const t0 = Date.now();
+    for (;;) {
+      const r = await fetch(`${this.url}/v1/sandboxes`, { headers: { authorization: `Bearer ${tok}` } })
+        .catch(() => null);
+      if (r && r.status === 200) return Date.now() - t0;
+      if (Date.now() - t0 > ms) throw new Error(`${this.id} not serving:\n${this.log.slice(-4000)}`);
+      await sleep(50);
+    }
+  }
+
   // Kill every process of this host's sandboxes (cgroup.kill of its subtree).
   killSandboxes() {
     let inst;
@@ -181,15 +250,18 @@ export class Host extends Daemon {
   }
 }
 
+// n hosts; the one of index relayed (if any) reaches etcd through relays.
 export async function startCluster(n = 3, opts = {}) {
   const etcd = await new Etcd(3).start();
   const hosts = [];
+  etcd.relays = await relays(etcd);
   try {
     for (let i = 0; i < n; i++) {
-      const h = new Host(`h${i + 1}`, etcd, opts);
+      const h = new Host(`h${i + 1}`, etcd, { ...opts, relays: i === opts.relayed ? etcd.relays : null });
       if (i > 0) h.shareKeysFrom(hosts[0]);
       await h.start();
       hosts.push(h);
+      await h.waitServing();
     }
   } catch (e) {
     for (const h of hosts) await h.destroy().catch(() => {});
@@ -204,6 +276,7 @@ export async function stopCluster({ etcd, hosts }) {
     await h.destroy().catch(() => {});
     removeCgroups(h.state);
   }
+  for (const r of etcd.relays || []) await r.close();
   await etcd.destroy();
 }
 

@@ -142,6 +142,8 @@ export class Relay {
     this.to = port;
     this.cutOff = false;
     this.socks = new Set();
+    this.conns = 0; // each etcd call of a host is one connection
+    this.bytes = 0;
   }
 
   async start() {
@@ -151,7 +153,10 @@ export class Relay {
       c.on("close", () => this.socks.delete(c));
       c.on("error", () => {});
       if (this.cutOff) return; // held: nothing passes
+      this.conns++;
       const up = net.connect(this.to, "127.0.0.1");
+      c.on("data", (d) => (this.bytes += d.length));
+      up.on("data", (d) => (this.bytes += d.length));
       this.socks.add(up);
       up.on("close", () => { this.socks.delete(up); c.destroy(); });
       up.on("error", () => c.destroy());
@@ -250,14 +255,15 @@ export class Host extends Daemon {
   }
 }
 
-// n hosts; the one of index relayed (if any) reaches etcd through relays.
+// n hosts; the one of index relayed (every one: "all") reaches etcd through relays.
 export async function startCluster(n = 3, opts = {}) {
   const etcd = await new Etcd(3).start();
   const hosts = [];
   etcd.relays = await relays(etcd);
   try {
     for (let i = 0; i < n; i++) {
-      const h = new Host(`h${i + 1}`, etcd, { ...opts, relays: i === opts.relayed ? etcd.relays : null });
+      const relayed = opts.relayed === "all" || i === opts.relayed;
+      const h = new Host(`h${i + 1}`, etcd, { ...opts, relays: relayed ? etcd.relays : null });
       if (i > 0) h.shareKeysFrom(hosts[0]);
       await h.start();
       hosts.push(h);

@@ -294,15 +294,26 @@ static int range_body(json_t *o, struct etcd_range *r)
         return 0;
 }
 
-int etcd_parse_range(const char *body, size_t len, struct etcd_range *ret, int64_t *ret_rev,
-                     struct sbx_error *err)
+/* An answer's object, its error or its header: 0 and *ret_j (to be
+ * json_decref'd) when there is neither error nor a bad header. */
+static int answer(const char *body, size_t len, int64_t *ret_rev, json_t **ret_j,
+                  struct sbx_error *err)
 {
         json_t *j = load(body, len);
         if (!j)
-                return sbx_error_say(err, EBADMSG, "etcd: not a JSON object"), -EBADMSG;
+                return sbx_error_say(err, EBADMSG, "etcd: not a JSON object");
         int r = reported_error(j, err);
         if (r == 0)
                 r = header_rev(j, ret_rev);
+        *ret_j = j;
+        return r;
+}
+
+int etcd_parse_range(const char *body, size_t len, struct etcd_range *ret, int64_t *ret_rev,
+                     struct sbx_error *err)
+{
+        json_t *j = NULL;
+        int r = answer(body, len, ret_rev, &j, err);
         if (r == 0)
                 r = range_body(j, ret);
         json_decref(j);
@@ -332,12 +343,8 @@ static int txn_responses(json_t *resps, struct etcd_range *ranges, size_t n_rang
 int etcd_parse_txn(const char *body, size_t len, bool *ret_ok, struct etcd_range *ranges,
                    size_t n_ranges, int64_t *ret_rev, struct sbx_error *err)
 {
-        json_t *j = load(body, len);
-        if (!j)
-                return sbx_error_say(err, EBADMSG, "etcd: not a JSON object"), -EBADMSG;
-        int r = reported_error(j, err);
-        if (r == 0)
-                r = header_rev(j, ret_rev);
+        json_t *j = NULL;
+        int r = answer(body, len, ret_rev, &j, err);
         json_t *ok = json_object_get(j, "succeeded");
         if (r == 0 && ok && !json_is_boolean(ok))
                 r = -EBADMSG;

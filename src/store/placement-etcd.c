@@ -282,6 +282,26 @@ static void etcd_close(struct placement *p)
         free(e);
 }
 
+/* Every key under prefix (at most cap): *ret_kvs malloc'd, *ret_n of
+ * them, *ret_plen the prefix's length. */
+static int range_under(struct etcd *e, const char *prefix, size_t cap, struct etcd_kv **ret_kvs,
+                       size_t *ret_n, size_t *ret_plen, struct sbx_error *err)
+{
+        struct etcd_kv *kvs = calloc(cap ? cap : 1, sizeof(*kvs));
+        if (!kvs)
+                return -ENOMEM;
+        struct etcd_range rr = {.kvs = kvs, .cap = cap};
+        int r = range(e, prefix, true, &rr, err);
+        if (r < 0) {
+                free(kvs);
+                return r;
+        }
+        *ret_kvs = kvs;
+        *ret_n = rr.n;
+        *ret_plen = strlen(prefix);
+        return 0;
+}
+
 /* ---- hosts ---- */
 
 static int etcd_host_get(struct placement *p, const char *host, struct placement_host *ret,
@@ -315,14 +335,10 @@ static int etcd_hosts(struct placement *p, struct placement_host *ret, size_t ma
         struct etcd *e = E(p);
         char key[ETCD_KEY_MAX];
         snprintf(key, sizeof(key), "%shosts/", e->prefix);
-        size_t cap = max < HOSTS_MAX ? max : HOSTS_MAX;
-        struct etcd_kv *kvs = calloc(cap ? cap : 1, sizeof(*kvs));
-        if (!kvs)
-                return -ENOMEM;
-        struct etcd_range rr = {.kvs = kvs, .cap = cap};
-        int r = range(e, key, true, &rr, err);
-        size_t n = 0, plen = strlen(key);
-        for (size_t i = 0; r == 0 && i < rr.n; i++) {
+        struct etcd_kv *kvs = NULL;
+        size_t got = 0, n = 0, plen = 0;
+        int r = range_under(e, key, max < HOSTS_MAX ? max : HOSTS_MAX, &kvs, &got, &plen, err);
+        for (size_t i = 0; r == 0 && i < got; i++) {
                 struct placement_host h = {0};
                 const char *id = kvs[i].key + plen;
                 if (kvs[i].key_len <= plen || strlen(id) >= sizeof(h.id) || !name_is_valid(id) ||
@@ -575,14 +591,11 @@ static int etcd_list(struct placement *p, const char *dep, char (*names)[SBX_NAM
         char key[ETCD_KEY_MAX];
         if (key_of(e, key, sizeof(key), "place", dep, "") < 0)
                 return -ENAMETOOLONG;
-        size_t cap = max < ETCD_MAX_KVS ? max : ETCD_MAX_KVS;
-        struct etcd_kv *kvs = calloc(cap ? cap : 1, sizeof(*kvs));
-        if (!kvs)
-                return -ENOMEM;
-        struct etcd_range rr = {.kvs = kvs, .cap = cap};
-        int r = range(e, key, true, &rr, err);
-        size_t n = 0, plen = strlen(key);
-        for (size_t i = 0; r == 0 && i < rr.n; i++) {
+        struct etcd_kv *kvs = NULL;
+        size_t got = 0, n = 0, plen = 0;
+        int r =
+            range_under(e, key, max < ETCD_MAX_KVS ? max : ETCD_MAX_KVS, &kvs, &got, &plen, err);
+        for (size_t i = 0; r == 0 && i < got; i++) {
                 const char *nm = kvs[i].key + plen;
                 if (kvs[i].key_len <= plen || strlen(nm) > SBX_NAME_MAX || !name_is_valid(nm) ||
                     place_from(&kvs[i], &recs[n], NULL) < 0)

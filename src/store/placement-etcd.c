@@ -183,7 +183,7 @@ static int lease_call(struct etcd *e, const char *path, char *body, int64_t *ret
         struct sbx_error err = {0};
         /* A renewal must not outlast the lease's margin on a member that
          * has no leader: the next endpoint is tried soon. */
-        int64_t t = e->cfg.lease_ttl_ms / 10;
+        int64_t t = e->cfg.lease_ttl_ms / 5 > 1000 ? e->cfg.lease_ttl_ms / 5 : 1000;
         int r = post_within(e, path, body, &out,
                             t < e->cfg.request_timeout_ms ? t : e->cfg.request_timeout_ms, &err);
         free(body);

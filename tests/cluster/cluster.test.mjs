@@ -17,14 +17,25 @@ before(async () => {
   cl = await startCluster(3, { ttl: `${TTL_MS / 1000}s`, relayed: 1, args: ["--max-per-deployment", "10"] });
 });
 after(async () => {
+  figure("attaches answered 503 and retried, whole file", retried.n);
   if (cl) await stopCluster(cl);
 });
 
 const figure = (what, v) => console.log(`# figure: ${what}: ${v}`);
 
+// An attach, with bounded retries of 503 (a host without a lease for a
+// moment says so, and a client tries again); the retries are counted.
+export const retried = { n: 0 };
 async function attachVia(host, dep, name, acct = "acct-a") {
   const c = new Client(host, dep, acct);
-  return c.control("POST", `/v1/sandboxes/${name}/attach`, {});
+  let r;
+  for (let k = 0; k < 30; k++) {
+    r = await c.control("POST", `/v1/sandboxes/${name}/attach`, {});
+    if (r.status !== 503) return r;
+    retried.n++;
+    await sleep(200);
+  }
+  return r;
 }
 
 async function placements(dep) {

@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "../common/log.h"
 
 #define ROUTE_TRIES 8
 #define WATCH_MS 200
+#define SAMPLE_MAX 64 /* hosts read when choosing one */
 
 struct cluster {
         struct cluster_config cfg;
@@ -84,6 +86,7 @@ static void reconcile_one(struct cluster *cl, const struct mgr_owned *o)
 
 static void watch_round(struct cluster *cl)
 {
+        atomic_store(&cl->p->free_slots, mgr_free_slots(cl->m));
         uint64_t epoch = atomic_load(&cl->p->epoch);
         bool live = placement_serving(cl->p);
         if (!live && !cl->frozen && atomic_load(&cl->reconciled)) {
@@ -139,8 +142,11 @@ int cluster_open(const struct cluster_config *cfg, struct manager *m, struct clu
         pthread_mutex_init(&cl->lock, NULL);
         pthread_cond_init(&cl->wake, NULL);
         int r = placement_etcd_open(&cfg->store, &cl->p, err);
-        if (r == 0)
+        if (r == 0) {
+                /* Known from the first registration on. */
+                atomic_store(&cl->p->free_slots, mgr_free_slots(m));
                 r = cl->p->ops->start(cl->p, err);
+        }
         if (r == 0 && (r = -pthread_create(&cl->thread, NULL, watch_thread, cl)) < 0)
                 sbx_error_set(err, -r, "cluster thread");
         cl->thread_started = r == 0;
@@ -212,6 +218,53 @@ int cluster_route_lookup(struct cluster *cl, const char *dep, const char *name,
         return r < 0 ? r : 0;
 }
 
+/* This host is full: the better (more free slots) of two live hosts
+ * sampled at random, the power of two choices. 0 when none has room. */
+static int pick_other(struct cluster *cl, struct placement_host *ret, struct sbx_error *err)
+{
+        struct placement_host *v = calloc(SAMPLE_MAX, sizeof(*v));
+        size_t n = 0, k = 0;
+        if (!v)
+                return -ENOMEM;
+        int r = cl->p->ops->hosts(cl->p, v, SAMPLE_MAX, &n, err);
+        for (size_t i = 0; r == 0 && i < n; i++)
+                if (v[i].free > 0 && strcmp(v[i].id, cluster_host_id(cl)))
+                        v[k++] = v[i];
+        r = r < 0 ? r : k > 0;
+        if (r == 1) {
+                uint32_t x = 0;
+                if (getrandom(&x, sizeof(x), 0) != sizeof(x))
+                        x = (uint32_t)mono_us();
+                const struct placement_host *a = &v[x % k], *b = &v[(x / 7919) % k];
+                *ret = a->free >= b->free ? *a : *b;
+        }
+        free(v);
+        return r;
+}
+
+/* A name placed nowhere: here, or, when this host is full, on the host
+ * pick_other chose (the attach then goes there). */
+static int place_new(struct cluster *cl, const char *dep, const char *name,
+                     const struct placement_caps *caps, struct cluster_route *ret,
+                     struct sbx_error *err)
+{
+        struct placement_host other = {0};
+        int r = mgr_free_slots(cl->m) > 0 ? 0 : pick_other(cl, &other, err);
+        if (r < 0)
+                return r;
+        if (r == 1)
+                snprintf(ret->rec.host, sizeof(ret->rec.host), "%s", other.id);
+        r = cl->p->ops->create(cl->p, dep, name, caps, &ret->rec, err);
+        if (r == -EEXIST)
+                return -EAGAIN; /* placed meanwhile: route by it */
+        if (r < 0)
+                return r;
+        atomic_fetch_add(&cl->placed, 1);
+        ret->where = other.id[0] ? CLUSTER_THERE : CLUSTER_NEW;
+        snprintf(ret->url, sizeof(ret->url), "%s", other.url);
+        return 0;
+}
+
 /* One round of an attach's routing; -EAGAIN to go again (a race lost). */
 static int route_once(struct cluster *cl, const char *dep, const struct placement_rec *want,
                       const char *name, const struct placement_caps *caps,
@@ -222,16 +275,8 @@ static int route_once(struct cluster *cl, const char *dep, const struct placemen
         if (r < 0)
                 return r == -EAGAIN ? no_store(err) : r;
         ret->rec = *want;
-        if (r == 0) {
-                r = cl->p->ops->create(cl->p, dep, name, caps, &ret->rec, err);
-                if (r == -EEXIST)
-                        return -EAGAIN; /* placed meanwhile: route by it */
-                if (r == 0) {
-                        ret->where = CLUSTER_NEW;
-                        atomic_fetch_add(&cl->placed, 1);
-                }
-                return r;
-        }
+        if (r == 0)
+                return place_new(cl, dep, name, caps, ret, err);
         ret->rec = cur;
         if (!strcmp(cur.host, cluster_host_id(cl))) {
                 ret->where = CLUSTER_HERE;

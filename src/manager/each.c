@@ -41,3 +41,15 @@ int64_t mgr_account_limit(struct manager *m, const char *account)
         struct store_account a = {0};
         return store_account_get(m->store, account, &a, NULL) > 0 ? a.limit : 0;
 }
+
+int64_t mgr_free_slots(struct manager *m)
+{
+        int64_t used = 0;
+        pthread_mutex_lock(&m->lock);
+        for (uint32_t i = 0; i < m->cfg.max_sandboxes && i < MGR_MAX_SLOTS; i++)
+                used += (m->slots[i / 8] >> (i % 8)) & 1;
+        /* A warm sandbox holds a slot an attach can take. */
+        int64_t free_slots = (int64_t)m->cfg.max_sandboxes - used + (int64_t)pool_ready_locked(m);
+        pthread_mutex_unlock(&m->lock);
+        return free_slots > 0 ? free_slots : 0;
+}

@@ -257,5 +257,8 @@ struct mgr_owned {
         char name[SBX_NAME_MAX + 1];
 };
 int mgr_each(struct manager *m, struct mgr_owned **ret, size_t *ret_n);
+/* Slots left for new sandboxes (max_sandboxes less those held, warm ones
+ * counted as free). */
+int64_t mgr_free_slots(struct manager *m);
 /* The account's sandbox limit (0 = none, or an unknown account). */
 int64_t mgr_account_limit(struct manager *m, const char *account);

@@ -31,8 +31,8 @@ struct etcd {
         pthread_mutex_t lock;
         pthread_cond_t wake;
         bool stop;
-        int64_t lease;    /* 0 = none */
-        int64_t lease_ok; /* mono ms at which the last renewal that worked was sent */
+        int64_t lease;          /* 0 = none; the lease thread's */
+        int64_t published_free; /* the free slots hosts/<id> says */
 };
 
 static struct etcd *E(struct placement *p)
@@ -169,11 +169,15 @@ static int put_host(struct etcd *e, int64_t lease, struct sbx_error *err)
         char key[ETCD_KEY_MAX];
         if (key_of(e, key, sizeof(key), "hosts", e->cfg.host_id, NULL) < 0)
                 return -ENAMETOOLONG;
-        _cleanup_free_ char *v = etcd_host_json(e->cfg.url, 0);
+        int64_t free_slots = atomic_load(&e->p.free_slots);
+        _cleanup_free_ char *v = etcd_host_json(e->cfg.url, free_slots);
         struct etcd_txn t = {.n_success = 1};
         t.success[0] = (struct etcd_op){.kind = ETCD_PUT, .key = key, .value = v, .lease = lease};
         bool ok = false;
-        return txn(e, &t, &ok, NULL, 0, NULL, err);
+        int r = txn(e, &t, &ok, NULL, 0, NULL, err);
+        if (r == 0)
+                e->published_free = free_slots;
+        return r;
 }
 
 static int lease_call(struct etcd *e, const char *path, char *body, int64_t *ret_id,
@@ -221,6 +225,10 @@ static bool lease_round(struct etcd *e)
                 return false;
         if (ttl > 0 && id == e->lease) {
                 renewed(e, sent);
+                /* Free slots changed: the host's record says so (under the
+                 * same lease), for hosts choosing where to place. */
+                if (atomic_load(&e->p.free_slots) != e->published_free)
+                        put_host(e, e->lease, NULL);
                 return true;
         }
         /* Expired: etcd forgot it, and this host is lost in its eyes. */

@@ -107,6 +107,9 @@ struct placement {
          * cannot stretch it. epoch counts the leases it has had. */
         atomic_int_fast64_t serve_until;
         atomic_uint_fast64_t epoch;
+        /* This host's free slots, as its owner last published them: the
+         * engine records them with the host when they change. */
+        atomic_int_fast64_t free_slots;
         atomic_uint_fast64_t calls; /* requests made to the engine */
         atomic_uint_fast64_t bytes; /* bytes sent and received */
 };

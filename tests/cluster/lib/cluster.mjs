@@ -263,7 +263,8 @@ export async function startCluster(n = 3, opts = {}) {
   try {
     for (let i = 0; i < n; i++) {
       const relayed = opts.relayed === "all" || i === opts.relayed;
-      const h = new Host(`h${i + 1}`, etcd, { ...opts, relays: relayed ? etcd.relays : null });
+      const args = [...(opts.args || []), ...((opts.hostArgs || {})[i] || [])];
+      const h = new Host(`h${i + 1}`, etcd, { ...opts, args, relays: relayed ? etcd.relays : null });
       if (i > 0) h.shareKeysFrom(hosts[0]);
       await h.start();
       hosts.push(h);

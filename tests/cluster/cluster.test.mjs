@@ -1,5 +1,6 @@
 // Cluster mode against a real three-member etcd and three real sandboxd
-// hosts (on loopback, each with its own port, state and ranges). The checks
+// hosts, each in a network namespace of its own on a bridge this test makes
+// (on loopback where it cannot), each with its own state and ranges. The checks
 // of the issue, in its order; each prints its figures beside what it
 // asserts. Durations are printed, never asserted, except the protocol
 // bound the design states (a lost host is noticed within its TTL + 1 s).
@@ -14,7 +15,10 @@ const skip = !HAVE_ETCD && "no etcd (scripts/test.sh installs etcd-server)";
 
 before(async () => {
   if (skip) return;
-  cl = await startCluster(3, { ttl: `${TTL_MS / 1000}s`, relayed: 1, args: ["--max-per-deployment", "10"] });
+  cl = await startCluster(3, { ttl: `${TTL_MS / 1000}s`, relayed: 1, netns: true,
+    args: ["--max-per-deployment", "10"] });
+  figure("hosts", cl.etcd.net ? `in network namespaces ${cl.etcd.net.ns.join(", ")} on bridge ${cl.etcd.net.bridge}`
+    : "on loopback (no network namespaces here)");
 });
 after(async () => {
   figure("attaches answered 503 and retried, whole file", retried.n);
@@ -252,6 +256,33 @@ test("a partition of h2 past its TTL never has one name served by two incarnatio
   await h2.waitServing();
   const l = await new Client(h2, "dep-part").control("GET", "/v1/sandboxes");
   assert.deepEqual(l.body.sandboxes.map((s) => s.name), []);
+});
+
+test("h2's link down past its TTL: its names re-homed; link up, its stale copies are gone", { skip }, async (t) => {
+  if (!cl.etcd.net) return t.skip("hosts on loopback: no link to take down");
+  const [h1, h2] = cl.hosts;
+  const old = await attachVia(h2, "dep-link", "cut");
+  assert.equal(old.status, 200, JSON.stringify(old.body));
+  assert.equal(new URL(old.body.endpoint).origin, h2.url);
+  const t0 = Date.now();
+  cl.etcd.net.link(1, false);
+  try {
+    await until(async () => !(await hostKey("h2")), 3 * TTL_MS, "h2's lease to go");
+    figure("link down: lease gone after ms", Date.now() - t0);
+    const re = await attachVia(h1, "dep-link", "cut");
+    assert.equal(re.status, 200, JSON.stringify(re.body));
+    assert.equal(re.body.recreated, "host_lost");
+    assert.equal((await execWith(re.body, "true")).status, 200);
+  } finally {
+    cl.etcd.net.link(1, true);
+  }
+  const t1 = Date.now();
+  await until(async () => [401, 404].includes((await execWith(old.body, "true")).status), 4 * TTL_MS,
+    "h2's stale copy to go");
+  figure("link up: stale copy gone after ms", Date.now() - t1);
+  await h2.waitServing();
+  const l = await new Client(h2, "dep-link").control("GET", "/v1/sandboxes");
+  assert.deepEqual(l.body.sandboxes.map((x) => x.name), []);
 });
 
 test("an etcd leader kill during 200 attaches: a stall about an election, no duplicate, no lost placement", { skip }, async () => {

@@ -2,13 +2,14 @@
 // loopback ports picked here, and sandboxd hosts (the real daemon) joined
 // to it, each with its own state dir, port and ranges. Everything started
 // here is stopped by pid and its files removed by the test that made it.
-import { spawn } from "node:child_process";
+import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, mkdirSync, readdirSync, copyFileSync, readFileSync, writeFileSync,
   existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import net from "node:net";
 import { join } from "node:path";
-import { Daemon, freePort, sleep, removeCgroups } from "../../integration/lib/daemon.mjs";
+import { Daemon, freePort, sleep, removeCgroups, BIN, IMAGES } from "../../integration/lib/daemon.mjs";
+import { contract } from "../../contract/openapi.mjs";
 
 export const ETCD = process.env.ETCD_BIN || "/usr/bin/etcd";
 export const HAVE_ETCD = existsSync(ETCD);
@@ -25,8 +26,11 @@ function prefixEnd(p) {
 }
 
 export class Etcd {
-  constructor(n = 3) {
+  // bind: an address of a bridge the test made, for hosts in network
+  // namespaces (the test itself talks to etcd on loopback).
+  constructor(n = 3, bind = null) {
     this.n = n;
+    this.bind = bind;
     this.dir = mkdtempSync(join(tmpdir(), `sandboxd-etcd-${process.pid}-`));
     this.members = [];
   }
@@ -45,8 +49,9 @@ export class Etcd {
     m.proc = spawn(ETCD, [
       "--name", m.name,
       "--data-dir", join(this.dir, m.name),
-      "--listen-client-urls", `http://127.0.0.1:${m.client}`,
-      "--advertise-client-urls", `http://127.0.0.1:${m.client}`,
+      "--listen-client-urls", `http://127.0.0.1:${m.client}` +
+        (this.bind ? `,http://${this.bind}:${m.client}` : ""),
+      "--advertise-client-urls", `http://${this.bind || "127.0.0.1"}:${m.client}`,
       "--listen-peer-urls", `http://127.0.0.1:${m.peer}`,
       "--initial-advertise-peer-urls", `http://127.0.0.1:${m.peer}`,
       "--initial-cluster", initial,
@@ -62,7 +67,7 @@ export class Etcd {
   }
 
   get endpoints() {
-    return this.members.map((m) => `http://127.0.0.1:${m.client}`).join(",");
+    return this.members.map((m) => `http://${this.bind || "127.0.0.1"}:${m.client}`).join(",");
   }
 
   async call(path, body, member) {
@@ -138,8 +143,9 @@ export class Etcd {
 // open connections are held without a byte passing, like a link that is
 // down) while its clients still reach it, and healed.
 export class Relay {
-  constructor(port) {
+  constructor(port, bind = "127.0.0.1") {
     this.to = port;
+    this.bind = bind;
     this.cutOff = false;
     this.socks = new Set();
     this.conns = 0; // each etcd call of a host is one connection
@@ -164,7 +170,7 @@ export class Relay {
       c.pipe(up);
       up.pipe(c);
     });
-    await new Promise((r) => this.server.listen(this.port, "127.0.0.1", r));
+    await new Promise((r) => this.server.listen(this.port, this.bind, r));
     return this;
   }
 
@@ -186,7 +192,7 @@ export class Relay {
 
 export async function relays(etcd) {
   const v = [];
-  for (const m of etcd.members) v.push(await new Relay(m.client).start());
+  for (const m of etcd.members) v.push(await new Relay(m.client, etcd.bind || "127.0.0.1").start());
   return v;
 }
 
@@ -194,7 +200,7 @@ export async function relays(etcd) {
 export class Host extends Daemon {
   constructor(id, etcd, opts = {}) {
     const endpoints = opts.relays
-      ? opts.relays.map((r) => `http://127.0.0.1:${r.port}`).join(",") : etcd.endpoints;
+      ? opts.relays.map((r) => `http://${r.bind}:${r.port}`).join(",") : etcd.endpoints;
     super({ ...opts, args: [
       "--cluster-etcd", endpoints,
       "--host-id", id,
@@ -206,6 +212,43 @@ export class Host extends Daemon {
     ] });
     this.id = id;
     this.prefix = `/sandboxd-${process.pid}/`;
+    this.netns = opts.netns || null; // { name, addr }
+  }
+
+  get url() {
+    return this.netns ? `http://${this.netns.addr}:${this.port}` : super.url;
+  }
+
+  // In a network namespace: the same daemon, entered into it with nsenter
+  // (the net namespace only: mounts, cgroups and /sys stay the host's).
+  async start() {
+    if (!this.netns) return super.start();
+    if (!this.port) this.port = 7070;
+    contract.addServer(this.url);
+    const args = ["--net=/run/netns/" + this.netns.name, BIN, "serve",
+      "--listen", `${this.netns.addr}:${this.port}`, "--url", this.url,
+      "--state", this.state, "--images", IMAGES, "--default-image", "tiny",
+      ...(this.opts.args || [])];
+    this.log = "";
+    this.proc = spawn("nsenter", args, { stdio: ["ignore", "pipe", "pipe"], env: process.env });
+    const grab = (d) => {
+      this.log += d.toString();
+      if (process.env.SANDBOXD_TEST_LOG) process.stderr.write(d);
+    };
+    this.proc.stdout.on("data", grab);
+    this.proc.stderr.on("data", grab);
+    this.exited = new Promise((r) => this.proc.on("exit", (code, sig) => r({ code, sig })));
+    const deadline = Date.now() + 15000;
+    for (;;) {
+      if (this.proc.exitCode !== null) throw new Error(`sandboxd exited:\n${this.log}`);
+      try {
+        const r = await fetch(`${this.url}/healthz`);
+        if (r.status === 200) break;
+      } catch {}
+      if (Date.now() > deadline) throw new Error(`sandboxd did not come up:\n${this.log}`);
+      await sleep(30);
+    }
+    return this;
   }
 
   token(deployment = "dep-a", account = "acct-a") {
@@ -255,16 +298,91 @@ export class Host extends Daemon {
   }
 }
 
+// A bridge and a network namespace per host, all named after this test's
+// pid, made by it and removed by it (remove()): hosts on 10.251.N.0/24.
+export class Net {
+  constructor(n) {
+    // Not "sbx*": the hosts' own nft tables treat those as sandboxes' links.
+    this.tag = `sdc${process.pid}`;
+    this.bridge = `${this.tag}b`.slice(0, 15);
+    this.ns = Array.from({ length: n }, (_, i) => `${this.tag}h${i + 1}`);
+    this.veth = Array.from({ length: n }, (_, i) => `${this.tag}v${i + 1}`.slice(0, 15));
+    this.peer = Array.from({ length: n }, (_, i) => `${this.tag}p${i + 1}`.slice(0, 15));
+  }
+
+  static usable() {
+    try {
+      execFileSync("ip", ["-V"], { stdio: "ignore" });
+      execFileSync("nsenter", ["--version"], { stdio: "ignore" });
+      return process.getuid() === 0;
+    } catch {
+      return false;
+    }
+  }
+
+  // A /24 of 10.251.0.0/16 no interface of the host has.
+  pickSubnet() {
+    const used = execFileSync("ip", ["-4", "-o", "addr"]).toString();
+    for (let k = 0; k < 250; k++) {
+      const n = (process.pid + k) % 250;
+      if (!used.includes(` 10.251.${n}.`)) return n;
+    }
+    throw new Error("no free 10.251.N.0/24");
+  }
+
+  up() {
+    const ip = (...a) => execFileSync("ip", a, { stdio: ["ignore", "ignore", "pipe"] });
+    const n = this.pickSubnet();
+    this.gw = `10.251.${n}.1`;
+    this.addrs = this.ns.map((_, i) => `10.251.${n}.${11 + i}`);
+    ip("link", "add", this.bridge, "type", "bridge");
+    ip("addr", "add", `${this.gw}/24`, "dev", this.bridge);
+    ip("link", "set", this.bridge, "up");
+    for (let i = 0; i < this.ns.length; i++) {
+      ip("netns", "add", this.ns[i]);
+      ip("link", "add", this.veth[i], "type", "veth", "peer", "name", this.peer[i]);
+      ip("link", "set", this.peer[i], "netns", this.ns[i]);
+      ip("link", "set", this.veth[i], "master", this.bridge, "up");
+      ip("-n", this.ns[i], "addr", "add", `${this.addrs[i]}/24`, "dev", this.peer[i]);
+      ip("-n", this.ns[i], "link", "set", this.peer[i], "up");
+      ip("-n", this.ns[i], "link", "set", "lo", "up");
+      ip("-n", this.ns[i], "route", "add", "default", "via", this.gw);
+    }
+    return this;
+  }
+
+  // Host i's link, down or up (a partition of it from everything).
+  link(i, up) {
+    execFileSync("ip", ["link", "set", this.veth[i], up ? "up" : "down"]);
+  }
+
+  remove() {
+    for (const ns of this.ns) try { execFileSync("ip", ["netns", "del", ns], { stdio: "ignore" }); } catch {}
+    try { execFileSync("ip", ["link", "del", this.bridge], { stdio: "ignore" }); } catch {}
+  }
+}
+
 // n hosts; the one of index relayed (every one: "all") reaches etcd through relays.
+// opts.netns: each host in a network namespace of its own, on a bridge
+// (when the machine allows it: root, ip, nsenter); else all on loopback.
 export async function startCluster(n = 3, opts = {}) {
-  const etcd = await new Etcd(3).start();
+  const netw = opts.netns && Net.usable() ? new Net(n).up() : null;
+  let etcd;
+  try {
+    etcd = await new Etcd(3, netw ? netw.gw : null).start();
+  } catch (e) {
+    netw?.remove();
+    throw e;
+  }
+  etcd.net = netw;
   const hosts = [];
   etcd.relays = await relays(etcd);
   try {
     for (let i = 0; i < n; i++) {
       const relayed = opts.relayed === "all" || i === opts.relayed;
       const args = [...(opts.args || []), ...((opts.hostArgs || {})[i] || [])];
-      const h = new Host(`h${i + 1}`, etcd, { ...opts, args, relays: relayed ? etcd.relays : null });
+      const h = new Host(`h${i + 1}`, etcd, { ...opts, args, relays: relayed ? etcd.relays : null,
+        netns: netw ? { name: netw.ns[i], addr: netw.addrs[i] } : null });
       if (i > 0) h.shareKeysFrom(hosts[0]);
       await h.start();
       hosts.push(h);
@@ -272,7 +390,9 @@ export async function startCluster(n = 3, opts = {}) {
     }
   } catch (e) {
     for (const h of hosts) await h.destroy().catch(() => {});
+    for (const r of etcd.relays || []) await r.close();
     await etcd.destroy();
+    netw?.remove();
     throw e;
   }
   return { etcd, hosts };
@@ -285,6 +405,7 @@ export async function stopCluster({ etcd, hosts }) {
   }
   for (const r of etcd.relays || []) await r.close();
   await etcd.destroy();
+  etcd.net?.remove();
 }
 
 export { sleep };

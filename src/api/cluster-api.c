@@ -76,6 +76,10 @@ static void add_recreated(struct api_resp *resp, const char *why)
 
 static bool route_failed(struct api_resp *resp, int r, struct sbx_error *err)
 {
+        /* An error etcd reported, or an answer that made no sense: the
+         * store is unavailable, not the request wrong. */
+        if (r == -EIO || r == -EBADMSG)
+                r = -EAGAIN;
         api_error_errno(resp, API_ERR_CONTROL, r, err);
         return false;
 }

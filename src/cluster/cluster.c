@@ -14,6 +14,7 @@
 #include "../common/log.h"
 
 #define ROUTE_TRIES 8
+#define ROUTE_MS 10000
 #define WATCH_MS 200
 #define SAMPLE_MAX 64 /* hosts read when choosing one */
 
@@ -255,10 +256,8 @@ static int place_new(struct cluster *cl, const char *dep, const char *name,
         if (r == 1)
                 snprintf(ret->rec.host, sizeof(ret->rec.host), "%s", other.id);
         r = cl->p->ops->create(cl->p, dep, name, caps, &ret->rec, err);
-        if (r == -EEXIST)
-                return -EAGAIN; /* placed meanwhile: route by it */
         if (r < 0)
-                return r;
+                return r; /* -EEXIST: placed already, ret->rec is its record */
         atomic_fetch_add(&cl->placed, 1);
         ret->where = other.id[0] ? CLUSTER_THERE : CLUSTER_NEW;
         snprintf(ret->url, sizeof(ret->url), "%s", other.url);
@@ -270,14 +269,13 @@ static int route_once(struct cluster *cl, const char *dep, const struct placemen
                       const char *name, const struct placement_caps *caps,
                       struct cluster_route *ret, struct sbx_error *err)
 {
-        struct placement_rec cur;
-        int r = cl->p->ops->get(cl->p, dep, name, &cur, err);
-        if (r < 0)
-                return r == -EAGAIN ? no_store(err) : r;
+        /* Placing reads the record first, in the same round trip as the
+         * counters: -EEXIST then hands back the record there is. */
         ret->rec = *want;
-        if (r == 0)
-                return place_new(cl, dep, name, caps, ret, err);
-        ret->rec = cur;
+        int r = place_new(cl, dep, name, caps, ret, err);
+        if (r != -EEXIST)
+                return r;
+        struct placement_rec cur = ret->rec;
         if (!strcmp(cur.host, cluster_host_id(cl))) {
                 ret->where = CLUSTER_HERE;
                 return 0;
@@ -314,7 +312,10 @@ int cluster_route_attach(struct cluster *cl, const char *dep, const char *accoun
                                       .account_limit = account_limit};
         memset(ret, 0, sizeof(*ret));
         int r = -EAGAIN;
-        for (int i = 0; i < ROUTE_TRIES && r == -EAGAIN; i++) {
+        /* Bounded in rounds and in time: a store that does not answer
+         * makes each round last its calls' timeouts. */
+        int64_t deadline = mono_ms() + ROUTE_MS;
+        for (int i = 0; i < ROUTE_TRIES && r == -EAGAIN && mono_ms() < deadline; i++) {
                 if (!cluster_serving(cl))
                         return sbx_error_say(err, EAGAIN, "this host has no cluster lease now");
                 r = route_once(cl, dep, &want, name, &caps, ret, err);

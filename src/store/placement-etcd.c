@@ -492,46 +492,72 @@ static int caps_check(const struct placement_caps *caps, const struct counts *c,
         return 0;
 }
 
+/* The three keys of a placement's change, read. */
+static int keys_open(struct etcd *e, const char *dep, const char *name, const char *account,
+                     struct place_keys **ret, struct sbx_error *err)
+{
+        struct place_keys *k = calloc(1, sizeof(*k));
+        if (!k)
+                return -ENOMEM;
+        int r = keys_init(e, k, dep, name, account);
+        if (r == 0)
+                r = keys_read(e, k, err);
+        if (r < 0) {
+                free(k);
+                return r;
+        }
+        *ret = k;
+        return 0;
+}
+
+/* One round of a counted change: op on the place key, the counters as
+ * c says. 1 when it is done, 0 to go again (it lost: k holds the three
+ * keys read again), < 0 on an error or when every round was lost. */
+static int counted_round(struct etcd *e, struct place_keys *k, const struct counts *c,
+                         const struct etcd_op *op, int attempt, int64_t *ret_rev,
+                         struct sbx_error *err)
+{
+        if (attempt >= CREATE_TRIES)
+                return sbx_error_say(err, EAGAIN, "placement: lost every race");
+        struct etcd_txn t = {0};
+        counted_txn(k, c, &t);
+        t.success[0] = *op;
+        bool ok = false;
+        int r = txn(e, &t, &ok, k->rr, 3, ret_rev, err);
+        if (r < 0)
+                return r;
+        if (!ok)
+                backoff(attempt);
+        return ok;
+}
+
 static int etcd_create(struct placement *p, const char *dep, const char *name,
                        const struct placement_caps *caps, struct placement_rec *rec,
                        struct sbx_error *err)
 {
         struct etcd *e = E(p);
-        struct place_keys *k = calloc(1, sizeof(*k));
-        if (!k)
-                return -ENOMEM;
-        int r = keys_init(e, k, dep, name, rec->account);
-        if (r == 0)
-                r = keys_read(e, k, err);
+        struct place_keys *k = NULL;
+        int r = keys_open(e, dep, name, rec->account, &k, err);
+        if (r < 0)
+                return r;
         rec->generation = rec->generation ? rec->generation : 1;
         _cleanup_free_ char *v = etcd_place_json(rec);
+        struct etcd_op put = {.kind = ETCD_PUT, .key = k->place, .value = v};
         for (int attempt = 0; r == 0; attempt++) {
                 struct counts c;
+                int64_t rev = 0;
                 if (k->rr[0].n) {
                         r = place_from(&k->kv[0], rec, err) < 0 ? -EBADMSG : -EEXIST;
                         break;
                 }
                 if ((r = counts_of(k, 1, &c, err)) < 0 || (r = caps_check(caps, &c, err)) < 0)
                         break;
-                if (attempt >= CREATE_TRIES) {
-                        r = sbx_error_say(err, EAGAIN, "placement: lost every race");
-                        break;
-                }
-                struct etcd_txn t = {0};
-                counted_txn(k, &c, &t);
-                t.success[0] = (struct etcd_op){.kind = ETCD_PUT, .key = k->place, .value = v};
-                bool ok = false;
-                int64_t rev = 0;
-                r = txn(e, &t, &ok, k->rr, 3, &rev, err);
-                if (r == 0 && ok) {
+                r = counted_round(e, k, &c, &put, attempt, &rev, err);
+                if (r == 1)
                         rec->incarnation = rev;
-                        break;
-                }
-                if (r == 0)
-                        backoff(attempt);
         }
         free(k);
-        return r;
+        return r < 0 ? r : 0;
 }
 
 static int etcd_rehome(struct placement *p, const char *dep, const char *name,
@@ -561,12 +587,11 @@ static int etcd_remove(struct placement *p, const char *dep, const char *name,
                        const struct placement_rec *old, struct sbx_error *err)
 {
         struct etcd *e = E(p);
-        struct place_keys *k = calloc(1, sizeof(*k));
-        if (!k)
-                return -ENOMEM;
-        int r = keys_init(e, k, dep, name, old->account);
-        if (r == 0)
-                r = keys_read(e, k, err);
+        struct place_keys *k = NULL;
+        int r = keys_open(e, dep, name, old->account, &k, err);
+        if (r < 0)
+                return r;
+        struct etcd_op del = {.kind = ETCD_DELETE, .key = k->place};
         for (int attempt = 0; r == 0; attempt++) {
                 struct counts c;
                 /* Gone, or placed anew since: not ours to remove. */
@@ -574,22 +599,10 @@ static int etcd_remove(struct placement *p, const char *dep, const char *name,
                         break;
                 if ((r = counts_of(k, -1, &c, err)) < 0)
                         break;
-                if (attempt >= CREATE_TRIES) {
-                        r = sbx_error_say(err, EAGAIN, "placement: lost every race");
-                        break;
-                }
-                struct etcd_txn t = {0};
-                counted_txn(k, &c, &t);
-                t.success[0] = (struct etcd_op){.kind = ETCD_DELETE, .key = k->place};
-                bool ok = false;
-                r = txn(e, &t, &ok, k->rr, 3, NULL, err);
-                if (r == 0 && ok)
-                        break;
-                if (r == 0)
-                        backoff(attempt);
+                r = counted_round(e, k, &c, &del, attempt, NULL, err);
         }
         free(k);
-        return r;
+        return r < 0 ? r : 0;
 }
 
 static int etcd_list(struct placement *p, const char *dep, char (*names)[SBX_NAME_MAX + 1],

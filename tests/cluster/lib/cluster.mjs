@@ -8,8 +8,7 @@ import { mkdtempSync, rmSync, mkdirSync, readdirSync, copyFileSync, readFileSync
 import { tmpdir } from "node:os";
 import net from "node:net";
 import { join } from "node:path";
-import { Daemon, freePort, sleep, removeCgroups, BIN, IMAGES } from "../../integration/lib/daemon.mjs";
-import { contract } from "../../contract/openapi.mjs";
+import { Daemon, freePort, sleep, removeCgroups } from "../../integration/lib/daemon.mjs";
 
 export const ETCD = process.env.ETCD_BIN || "/usr/bin/etcd";
 export const HAVE_ETCD = existsSync(ETCD);
@@ -212,43 +211,13 @@ export class Host extends Daemon {
     ] });
     this.id = id;
     this.prefix = `/sandboxd-${process.pid}/`;
-    this.netns = opts.netns || null; // { name, addr }
-  }
-
-  get url() {
-    return this.netns ? `http://${this.netns.addr}:${this.port}` : super.url;
-  }
-
-  // In a network namespace: the same daemon, entered into it with nsenter
-  // (the net namespace only: mounts, cgroups and /sys stay the host's).
-  async start() {
-    if (!this.netns) return super.start();
-    if (!this.port) this.port = 7070;
-    contract.addServer(this.url);
-    const args = ["--net=/run/netns/" + this.netns.name, BIN, "serve",
-      "--listen", `${this.netns.addr}:${this.port}`, "--url", this.url,
-      "--state", this.state, "--images", IMAGES, "--default-image", "tiny",
-      ...(this.opts.args || [])];
-    this.log = "";
-    this.proc = spawn("nsenter", args, { stdio: ["ignore", "pipe", "pipe"], env: process.env });
-    const grab = (d) => {
-      this.log += d.toString();
-      if (process.env.SANDBOXD_TEST_LOG) process.stderr.write(d);
-    };
-    this.proc.stdout.on("data", grab);
-    this.proc.stderr.on("data", grab);
-    this.exited = new Promise((r) => this.proc.on("exit", (code, sig) => r({ code, sig })));
-    const deadline = Date.now() + 15000;
-    for (;;) {
-      if (this.proc.exitCode !== null) throw new Error(`sandboxd exited:\n${this.log}`);
-      try {
-        const r = await fetch(`${this.url}/healthz`);
-        if (r.status === 200) break;
-      } catch {}
-      if (Date.now() > deadline) throw new Error(`sandboxd did not come up:\n${this.log}`);
-      await sleep(30);
+    // In a network namespace ({name, addr}): the same daemon, entered into
+    // it with nsenter (the net namespace only: mounts, cgroups and /sys
+    // stay the host's).
+    if (opts.netns) {
+      this.opts.addr = opts.netns.addr;
+      this.opts.wrap = ["nsenter", `--net=/run/netns/${opts.netns.name}`];
     }
-    return this;
   }
 
   token(deployment = "dep-a", account = "acct-a") {

@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-EXTRA_PACKAGES="clang libclang-rt-14-dev clang-format clang-tidy cppcheck bubblewrap runc strace python3-pytest zstd xfsprogs" \
+EXTRA_PACKAGES="clang libclang-rt-14-dev clang-format clang-tidy cppcheck bubblewrap runc strace python3-pytest zstd xfsprogs etcd-server" \
         ./scripts/setup.sh || exit 1
 
 if [ ! -f build-asan/build.ninja ]; then
@@ -43,7 +43,7 @@ for b in build build-asan; do
 done
 
 # Every fuzz target, built once, then run two at a time (a core each).
-fuzz_targets=(jwt agent path init exec config recipe client dns httpmsg)
+fuzz_targets=(jwt agent path init exec config recipe client dns httpmsg etcd)
 secs=${FUZZ_SECONDS:-15}
 if ! blog=$(tests/fuzz/run.sh build 2>&1); then
         echo "== fuzz: the build failed"; echo "$blog" | tail -40
@@ -128,6 +128,17 @@ echo "${pyline:-pytest exited with $pyrc}"
 [ "$pyrc" -ne 0 ] && tail -80 "$pylog"
 count "$ppass" "$pfail"
 rm -f "$pylog"
+# Cluster mode: three etcd members and three hosts, once (not per class),
+# bounded in time.
+echo "== cluster tests (etcd, three hosts; daemon built with ASan+UBSan)"
+clog=$(mktemp)
+SANDBOXD_TEST_CLASS=ns timeout 600 node --test --test-reporter=tap tests/cluster/*.test.mjs 2>&1 | tee "$clog" \
+        | grep -E "^ *(not ok|ok) |^# (tests|pass|fail|skipped|duration_ms)|figure:"
+cpass=$(awk '/^# pass / {print $3}' "$clog" | tail -1)
+cfail=$(awk '/^# fail / {print $3}' "$clog" | tail -1)
+grep -q "not ok" "$clog" && grep -A30 "not ok" "$clog" | grep -vE "^ +at |node:internal" | head -100
+count "${cpass:-0}" "${cfail:-1}"
+rm -f "$clog"
 runsc_version=$(runsc --version 2>/dev/null || true)
 if [[ $runsc_version =~ 20(2[3-9]|[3-9][0-9])[0-9]{4} ]]; then
         run_suite gvisor "${class_files[@]}"

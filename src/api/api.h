@@ -15,6 +15,7 @@
 
 struct api;
 struct manager;
+struct cluster;
 
 /* The strings and keys_ext are referenced, not copied: they outlive the api. */
 struct api_config {
@@ -34,6 +35,9 @@ struct api_config {
         int64_t port_timeout_ms;         /* the port proxy's answer wait; 0 = 60 s */
         int64_t rate_limit;              /* requests/s per deployment; 0 = off */
         int64_t rate_burst;              /* 0 = 2 x rate_limit */
+        /* Cluster mode (cluster/cluster.h); NULL = one host. */
+        struct cluster *cluster;
+        const char *issuer; /* identity tokens' iss; NULL = url */
 };
 
 /* A new API on mgr with keys (owned by the api on success). -EINVAL for

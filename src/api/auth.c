@@ -7,6 +7,7 @@
 
 #include "../common/log.h"
 #include "api-internal.h"
+#include "cluster-api.h"
 #include "cred.h"
 #include "errors.h"
 
@@ -72,7 +73,7 @@ static bool verify_identity(struct api *a, struct api_req *req, struct jwt_claim
                 return false;
         }
         struct jwt_policy pol;
-        jwt_policy_init(&pol, a->cfg.url);
+        jwt_policy_init(&pol, a->cfg.issuer ? a->cfg.issuer : a->cfg.url);
         pol.leeway_s = a->cfg.token_leeway_ms / 1000;
         struct sbx_error err = {0};
         struct keyring *kr = api_keys(a);
@@ -87,7 +88,7 @@ static bool verify_identity(struct api *a, struct api_req *req, struct jwt_claim
 
 bool api_auth_identity(struct api_call *c, struct api_resp *resp)
 {
-        if (!verify_identity(c->a, c->req, &c->claims, resp) ||
+        if (!cluster_api_serving(c->a, resp) || !verify_identity(c->a, c->req, &c->claims, resp) ||
             rate_limited(c->a, c->claims.sub, resp))
                 return false;
         c->caller = (struct mgr_caller){.deployment = c->claims.sub, .account = c->claims.acct};
@@ -105,6 +106,8 @@ bool api_auth_identity(struct api_call *c, struct api_resp *resp)
 bool api_auth_credential(struct api_call *c, struct api_resp *resp)
 {
         struct api *a = c->a;
+        if (!cluster_api_serving(a, resp))
+                return false;
         const char *tok = bearer(c->req);
         if (!tok) {
                 api_error(resp, 401, "unauthenticated", "missing data-plane credential");

@@ -7,6 +7,7 @@
 #include "../common/log.h"
 #include "../runtime/egress.h"
 #include "api-internal.h"
+#include "cluster-api.h"
 #include "cred.h"
 #include "errors.h"
 #include "network.h"
@@ -111,6 +112,11 @@ void control_attach(struct api_call *c, struct api_resp *resp)
                 json_decref(body);
                 return;
         }
+        struct cluster_route route;
+        if (!cluster_api_attach(c, o.sandbox_class, &route, resp)) {
+                json_decref(body);
+                return;
+        }
         struct sbx_error err = {0};
         struct mgr_record rec;
         uint64_t id = 0;
@@ -121,9 +127,10 @@ void control_attach(struct api_call *c, struct api_resp *resp)
                 if (r == -EHOSTDOWN)
                         log_error("attach %s/%s: %s", c->caller.deployment, c->name, err.msg);
                 api_error_errno(resp, API_ERR_CONTROL, r, &err);
-                return;
+        } else {
+                control_handle_answer(c, c->caller.deployment, c->name, &rec, id, resp);
         }
-        control_handle_answer(c, c->caller.deployment, c->name, &rec, id, resp);
+        cluster_api_attached(c, &route, r, resp);
 }
 
 void control_list(struct api_call *c, struct api_resp *resp)
@@ -140,11 +147,15 @@ void control_list(struct api_call *c, struct api_resp *resp)
         for (size_t i = 0; i < n; i++)
                 json_array_append_new(arr, record_json(&v[i]));
         free(v);
+        cluster_api_list(c, arr);
         api_json(resp, 200, json_pack("{s:o}", "sandboxes", arr));
 }
 
 void control_get(struct api_call *c, struct api_resp *resp)
 {
+        struct cluster_route route;
+        if (!cluster_api_lookup(c, &route, resp))
+                return;
         struct sbx_error err = {0};
         struct mgr_record rec;
         int r = mgr_get(c->a->mgr, &c->caller, c->name, &rec, &err);
@@ -152,20 +163,28 @@ void control_get(struct api_call *c, struct api_resp *resp)
                 api_error_errno(resp, API_ERR_CONTROL, r, &err);
         else
                 api_json(resp, 200, record_json(&rec));
+        cluster_api_looked_up(c, &route, resp);
 }
 
 void control_delete(struct api_call *c, struct api_resp *resp)
 {
+        struct cluster_route route;
+        if (!cluster_api_lookup(c, &route, resp))
+                return;
         struct sbx_error err = {0};
         int r = mgr_delete(c->a->mgr, &c->caller, c->name, &err);
         if (r < 0)
                 api_error_errno(resp, API_ERR_CONTROL, r, &err);
         else
                 api_no_content(resp);
+        cluster_api_deleted(c, &route, r);
 }
 
 void control_stop(struct api_call *c, struct api_resp *resp)
 {
+        struct cluster_route route;
+        if (!cluster_api_lookup(c, &route, resp))
+                return;
         struct sbx_error err = {0};
         int r = mgr_stop(c->a->mgr, &c->caller, c->name, &err);
         if (r < 0)

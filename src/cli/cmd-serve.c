@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "../api/api.h"
+#include "../cluster/cluster.h"
 #include "../common/log.h"
 #include "../manager/manager.h"
 #include "../runtime/runtime.h"
@@ -46,6 +47,7 @@ struct serve {
         struct mgr_pool pools[RT_MAX_DRIVERS];
         size_t n_pools;
         struct manager *mgr;
+        struct cluster *cluster; /* NULL: one host */
         struct api *api;
         sigset_t signals; /* taken by sigwait */
 };
@@ -445,6 +447,38 @@ static int open_manager(struct serve *sv)
         return r;
 }
 
+/* Cluster mode, when cluster_etcd names etcd: this host's lease and the
+ * routing of attaches (cluster/cluster.h). Nothing without it. */
+static int open_cluster(struct serve *sv)
+{
+        const struct settings *s = &sv->s;
+        if (!s->cluster_etcd)
+                return 0;
+        if (!s->host_id) {
+                log_error("cluster_etcd needs host_id");
+                return -EINVAL;
+        }
+        struct cluster_config cc = {
+            .store = {.endpoints = s->cluster_etcd,
+                      .prefix = s->cluster_prefix,
+                      .host_id = s->host_id,
+                      .url = s->url,
+                      .lease_ttl_ms = s->cluster_lease_ttl_ms,
+                      .ca_file = s->cluster_etcd_ca,
+                      .cert_file = s->cluster_etcd_cert,
+                      .key_file = s->cluster_etcd_key},
+            .max_per_deployment = s->max_per_deployment,
+        };
+        struct sbx_error err = {0};
+        int r = cluster_open(&cc, sv->mgr, &sv->cluster, &err);
+        if (r < 0)
+                log_error("cluster: %s", err.msg);
+        else
+                log_info("cluster mode: host %s, etcd %s, lease %lld ms", s->host_id,
+                         s->cluster_etcd, (long long)s->cluster_lease_ttl_ms);
+        return r;
+}
+
 static int open_api(struct serve *sv)
 {
         const struct settings *s = &sv->s;
@@ -465,6 +499,8 @@ static int open_api(struct serve *sv)
             .port_timeout_ms = s->port_timeout_ms,
             .rate_limit = s->rate_limit,
             .rate_burst = s->rate_burst,
+            .cluster = sv->cluster,
+            .issuer = s->issuer,
         };
         int r = api_new(&ac, sv->mgr, sv->keys, &sv->api, &err);
         if (r < 0) {
@@ -476,7 +512,8 @@ static int open_api(struct serve *sv)
 }
 
 static int (*const open_steps[])(struct serve *sv) = {
-    open_state, open_claim, open_runtime, serve_classes, block_signals, open_manager, open_api,
+    open_state,    open_claim,   open_runtime, serve_classes,
+    block_signals, open_manager, open_cluster, open_api,
 };
 
 static int serve_open(struct serve *sv)
@@ -532,6 +569,7 @@ static void serve_close(struct serve *sv)
 {
         if (sv->api)
                 api_stop(sv->api);
+        cluster_close(sv->cluster);
         mgr_close(sv->mgr);
         /* The claim stays recorded while sandboxes of this instance run on
          * (they outlive the daemon); no other daemon picks it by itself. */

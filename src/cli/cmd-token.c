@@ -74,7 +74,7 @@ int cmd_token(int argc, char **argv)
                 return 1;
         }
         struct jwt_claims c = {0};
-        snprintf(c.iss, sizeof(c.iss), "%s", s.url);
+        snprintf(c.iss, sizeof(c.iss), "%s", s.issuer ? s.issuer : s.url);
         snprintf(c.sub, sizeof(c.sub), "%s", o.deployment);
         snprintf(c.acct, sizeof(c.acct), "%s", o.account);
         c.iat = now_ms() / 1000;

@@ -192,6 +192,24 @@ static const struct option_def defs[] = {
         "file holding an external issuer's HS256 secret (32 bytes or more)"),
     STR("public_keys", public_keys, SET_SERVE, NULL,
         "external issuers' PEM public keys (P-256: ES256, Ed25519: EdDSA), comma-separated"),
+    STR("issuer", issuer, SET_URL, NULL,
+        "the identity tokens' iss (default: url); one value for every host of a cluster"),
+    STR("cluster_etcd", cluster_etcd, SET_SERVE, NULL,
+        "cluster mode: etcd client URLs, comma-separated (default: off, one host); url is the "
+        "data-plane URL other hosts and clients reach this host at"),
+    STR("host_id", host_id, SET_SERVE, NULL,
+        "cluster mode: this host's name, unique in the cluster (required with cluster_etcd)"),
+    STR("cluster_prefix", cluster_prefix, SET_SERVE, "/sandboxd/",
+        "cluster mode: the etcd key prefix of the cluster's records"),
+    DURATION("cluster_lease_ttl", cluster_lease_ttl_ms, SET_SERVE, "10s", 2 * SEC, 5 * MINUTE, 0,
+             "cluster mode: the host's lease; a host silent this long is lost and its sandboxes' "
+             "names are placed anew elsewhere"),
+    STR("cluster_etcd_ca", cluster_etcd_ca, SET_SERVE, NULL,
+        "cluster mode: CA file of etcd's TLS certificates"),
+    STR("cluster_etcd_cert", cluster_etcd_cert, SET_SERVE, NULL,
+        "cluster mode: client certificate file for etcd"),
+    STR("cluster_etcd_key", cluster_etcd_key, SET_SERVE, NULL,
+        "cluster mode: client key file for etcd"),
 };
 
 int settings_parse_size(const char *s, int64_t *ret)

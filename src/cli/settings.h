@@ -56,6 +56,13 @@ struct settings {
         char *dns_upstream;
         char *net_open_ranges;
         bool local_issuer; /* accept tokens of the server's own keys */
+        char *issuer;      /* identity tokens' iss; NULL = url */
+        /* Cluster mode (cluster/cluster.h): off while cluster_etcd is NULL. */
+        char *cluster_etcd;   /* comma-separated etcd client URLs */
+        char *host_id;        /* this host's name in the cluster */
+        char *cluster_prefix; /* etcd key prefix */
+        char *cluster_etcd_ca, *cluster_etcd_cert, *cluster_etcd_key;
+        int64_t cluster_lease_ttl_ms;
 };
 
 /* Which settings a subcommand accepts (a bit mask of groups). */

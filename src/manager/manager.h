@@ -271,3 +271,18 @@ struct mgr_stats {
         uint64_t created, deleted, reclaimed, suspended, resumed, started, bring_up_failures;
 };
 void mgr_stats(struct manager *m, struct mgr_stats *ret);
+
+/* ---- cluster mode ---- */
+/* Every named sandbox of this host (deployment, account, name), a copy:
+ * *ret malloc'd. */
+struct mgr_owned {
+        char deployment[SBX_NAME_MAX + 1];
+        char account[SBX_NAME_MAX + 1];
+        char name[SBX_NAME_MAX + 1];
+};
+int mgr_each(struct manager *m, struct mgr_owned **ret, size_t *ret_n);
+/* Slots left for new sandboxes (max_sandboxes less those held, warm ones
+ * counted as free). */
+int64_t mgr_free_slots(struct manager *m);
+/* The account's sandbox limit (0 = none, or an unknown account). */
+int64_t mgr_account_limit(struct manager *m, const char *account);

@@ -11,11 +11,12 @@
 #   recipe the image recipe parser (image build -f)
 #   client libsandboxd's parsing of a server's answers (frames, records, token)
 #   httpmsg the port proxy's parsers (answer heads, chunked bodies, preview hosts)
+#   etcd   a cluster host's parsing of etcd's answers and records
 # The corpus starts from the seeds below and grows in a temporary
 # directory; crash inputs are written to the current directory.
 set -eu
 
-targets="jwt agent path init exec config recipe client dns httpmsg"
+targets="jwt agent path init exec config recipe client dns httpmsg etcd"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${FUZZ_BUILD:-$root/build-fuzz}
 setup() {
@@ -100,6 +101,16 @@ recipe)
         printf '# a recipe\nFROM tiny\nENV A=1 B="two words"\nWORKDIR /app\nCOPY src a /app/\nRUN make \\\n  all\nRUN ["/bin/sh", "-c", "echo hi"]\n' \
                 >"$c/recipe"
         printf 'FROM @mmdebstrap bookworm git,curl\nWORKDIR /workspace\n' >"$c/base"
+        max_len=8192
+        ;;
+etcd)
+        # Mode 0: a range answer; 1: a failed txn with its reads; 2: a lease;
+        # 3: a placement record; 4: a host record.
+        printf '\000{"header":{"revision":"17"},"kvs":[{"key":"aw==","create_revision":"5","mod_revision":"9","version":"2","value":"dg=="}],"count":"1"}' >"$c/range"
+        printf '\001{"header":{"revision":"30"},"responses":[{"response_range":{"kvs":[{"key":"aw==","value":"Mw==","mod_revision":"29"}],"count":"1"}},{"response_range":{}}]}' >"$c/txn"
+        printf '\002{"result":{"header":{},"ID":"7587862","TTL":"10"}}' >"$c/lease"
+        printf '\003{"host":"h1","account":"a","class":"default","generation":2,"recreated":"host_lost"}' >"$c/place"
+        printf '\004{"url":"http://10.0.0.2:7070","free":3}' >"$c/host"
         max_len=8192
         ;;
 client)

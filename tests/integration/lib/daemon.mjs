@@ -55,8 +55,10 @@ export class Daemon {
     this.minted = new Map();
   }
 
+  // opts.addr: the address it listens on (default loopback); opts.wrap: a
+  // command it is started under (e.g. nsenter into a network namespace).
   get url() {
-    return `http://127.0.0.1:${this.port}`;
+    return `http://${this.opts.addr || "127.0.0.1"}:${this.port}`;
   }
 
   async start() {
@@ -64,14 +66,15 @@ export class Daemon {
     contract.addServer(this.url);
     const args = [
       "serve",
-      "--listen", `127.0.0.1:${this.port}`,
+      "--listen", `${this.opts.addr || "127.0.0.1"}:${this.port}`,
       "--state", this.state,
       "--images", this.opts.images || IMAGES,
       "--default-image", this.opts.image || "tiny",
       ...(CLASS !== "ns" ? ["--default-class", CLASS] : []),
       ...(this.opts.args || []),
     ];
-    this.proc = spawn(BIN, args, {
+    const wrap = this.opts.wrap || [];
+    this.proc = spawn(wrap[0] || BIN, [...wrap.slice(1), ...(wrap.length ? [BIN] : []), ...args], {
       stdio: ["ignore", "pipe", "pipe"],
       env: { ...process.env, ...(this.opts.env || {}) },
     });

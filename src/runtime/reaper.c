@@ -81,8 +81,9 @@ int reaper_put(struct reaper *r, const char *dir, struct sbx_error *err)
         char trash[PATH_MAX], to[PATH_MAX];
         static unsigned seq;
         int e = trash_of(r, dir, trash, sizeof(trash));
-        if (e == 0 && path_printf(to, sizeof(to), "%s/%s.%lld.%u", trash, strrchr(dir, '/') + 1,
-                                  (long long)mono_us(), __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED)) < 0)
+        if (e == 0 &&
+            path_printf(to, sizeof(to), "%s/%s.%lld.%u", trash, strrchr(dir, '/') + 1,
+                        (long long)mono_us(), __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED)) < 0)
                 e = -ENAMETOOLONG;
         if (e == 0 && rename(dir, to) < 0)
                 e = errno == ENOENT ? 1 : -errno;

@@ -19,7 +19,8 @@ static struct cluster *cluster_of(struct api_call *c)
 static void relay(struct api_resp *resp, long status, const char *body, size_t len)
 {
         resp->status = (unsigned)status;
-        resp->content_type = "application/json";
+        /* An answer without content (a 204) has no type either. */
+        resp->content_type = len ? "application/json" : NULL;
         resp->body.len = 0;
         if (len && buf_append(&resp->body, body, len) < 0)
                 api_error(resp, 500, "internal", "out of memory");

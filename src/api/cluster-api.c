@@ -146,33 +146,6 @@ void cluster_api_deleted(struct api_call *c, const struct cluster_route *route, 
                 cluster_unplace(cl, c->caller.deployment, c->name, route);
 }
 
-void cluster_api_list(struct api_call *c, json_t *sandboxes)
-{
-        struct cluster *cl = cluster_of(c);
-        size_t n = json_array_size(sandboxes);
-        if (!cl || n == 0)
-                return;
-        char(*names)[SBX_NAME_MAX + 1] = calloc(n, sizeof(*names));
-        struct placement_rec *recs = calloc(n, sizeof(*recs));
-        size_t got = 0;
-        struct sbx_error err = {0};
-        /* Only what this host holds is listed; each says whether it was
-         * recreated after its host was lost. */
-        if (names && recs &&
-            cluster_list(cl, c->caller.deployment, names, recs, n, &got, &err) == 0) {
-                for (size_t i = 0; i < n; i++) {
-                        json_t *s = json_array_get(sandboxes, i);
-                        const char *nm = json_string_value(json_object_get(s, "name"));
-                        for (size_t k = 0; nm && k < got; k++)
-                                if (!strcmp(names[k], nm) && recs[k].recreated[0])
-                                        json_object_set_new(s, "recreated",
-                                                            json_string(recs[k].recreated));
-                }
-        }
-        free(names);
-        free(recs);
-}
-
 bool cluster_api_serving(struct api *a, struct api_resp *resp)
 {
         if (!a->cfg.cluster || cluster_serving(a->cfg.cluster))

@@ -41,10 +41,9 @@ static const struct placement_rec *placed(const struct merge *m, const char *nam
 
 static bool listed(json_t *arr, const char *name)
 {
-        size_t i;
-        json_t *s;
-        json_array_foreach (arr, i, s)
-                if (!strcmp(json_string_value(json_object_get(s, "name")), name))
+        for (size_t i = 0; i < json_array_size(arr); i++)
+                if (!strcmp(json_string_value(json_object_get(json_array_get(arr, i), "name")),
+                            name))
                         return true;
         return false;
 }
@@ -52,9 +51,8 @@ static bool listed(json_t *arr, const char *name)
 /* This host's records: each says whether it was recreated. */
 static void annotate(const struct merge *m)
 {
-        size_t i;
-        json_t *s;
-        json_array_foreach (m->out, i, s) {
+        for (size_t i = 0; i < json_array_size(m->out); i++) {
+                json_t *s = json_array_get(m->out, i);
                 const struct placement_rec *p =
                     placed(m, json_string_value(json_object_get(s, "name")));
                 if (p && p->recreated[0])
@@ -93,10 +91,8 @@ static int take_answer(struct merge *m, const char *host, const char *body, size
         json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
         json_t *arr = json_object_get(j, "sandboxes");
         json_t *got = json_is_array(arr) ? json_array() : NULL;
-        size_t i;
-        json_t *s;
-        json_array_foreach (arr, i, s) {
-                json_t *r = got ? record_from(s) : NULL;
+        for (size_t i = 0; got && i < json_array_size(arr); i++) {
+                json_t *r = record_from(json_array_get(arr, i));
                 const char *nm = json_string_value(json_object_get(r, "name"));
                 const struct placement_rec *p = placed(m, nm);
                 if (!r) {
@@ -149,10 +145,9 @@ static void add_lost(struct merge *m, const char *host)
 {
         for (size_t k = 0; k < m->n; k++)
                 if (!strcmp(m->recs[k].host, host) && !listed(m->out, m->names[k]))
-                        json_array_append_new(m->lost,
-                                              json_pack("{s:s,s:s,s:s}", "name", m->names[k],
-                                                        "class", m->recs[k].sandbox_class, "host",
-                                                        host));
+                        json_array_append_new(
+                            m->lost, json_pack("{s:s,s:s,s:s}", "name", m->names[k], "class",
+                                               m->recs[k].sandbox_class, "host", host));
 }
 
 static void from_host(struct merge *m, const char *host)

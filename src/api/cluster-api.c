@@ -31,9 +31,11 @@ static bool forwarded(struct api_call *c)
         return api_header(c->req, CLUSTER_FORWARD_HEADER) != NULL;
 }
 
-/* Send the call to the host at url; false: answered. */
-static bool forward(struct api_call *c, const char *url, struct api_resp *resp)
+/* Send the call to the host at url; false: answered. *relayed: with that
+ * host's own answer. */
+static bool forward_to(struct api_call *c, const char *url, struct api_resp *resp, bool *relayed)
 {
+        *relayed = false;
         if (forwarded(c)) {
                 /* The placement moved between the two hosts' reads: one hop
                  * only, the caller tries again. */
@@ -58,7 +60,14 @@ static bool forward(struct api_call *c, const char *url, struct api_resp *resp)
                 return false;
         }
         relay(resp, status, body, len);
+        *relayed = true;
         return false;
+}
+
+static bool forward(struct api_call *c, const char *url, struct api_resp *resp)
+{
+        bool relayed;
+        return forward_to(c, url, resp, &relayed);
 }
 
 /* Add "recreated" to the object answered. */
@@ -98,9 +107,16 @@ bool cluster_api_attach(struct api_call *c, const char *sandbox_class, struct cl
                                      sandbox_class, limit, route, &err);
         if (r < 0)
                 return route_failed(resp, r, &err);
-        if (route->where == CLUSTER_THERE)
-                return forward(c, route->url, resp);
-        return true;
+        if (route->where != CLUSTER_THERE)
+                return true;
+        bool relayed;
+        forward_to(c, route->url, resp, &relayed);
+        /* Placed on that host just now, and it said the sandbox did not
+         * come up: the placement goes (as on this host). Kept when it did
+         * not answer: it may have brought it up. */
+        if (route->placed && relayed && resp->status >= 400)
+                cluster_unplace(cl, c->caller.deployment, c->name, route);
+        return false;
 }
 
 void cluster_api_attached(struct api_call *c, const struct cluster_route *route, int r,

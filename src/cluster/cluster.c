@@ -270,6 +270,7 @@ static int place_new(struct cluster *cl, const char *dep, const char *name,
                 return r; /* -EEXIST: placed already, ret->rec is its record */
         atomic_fetch_add(&cl->placed, 1);
         ret->where = other.id[0] ? CLUSTER_THERE : CLUSTER_NEW;
+        ret->placed = other.id[0] != 0;
         snprintf(ret->url, sizeof(ret->url), "%s", other.url);
         return 0;
 }

@@ -52,6 +52,7 @@ enum cluster_where {
 struct cluster_route {
         enum cluster_where where;
         char url[PLACE_URL_MAX]; /* CLUSTER_THERE */
+        bool placed;             /* CLUSTER_THERE: placed there just now */
         struct placement_rec rec;
 };
 

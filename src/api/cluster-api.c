@@ -19,7 +19,8 @@ static struct cluster *cluster_of(struct api_call *c)
 static void relay(struct api_resp *resp, long status, const char *body, size_t len)
 {
         resp->status = (unsigned)status;
-        resp->content_type = "application/json";
+        /* An answer without content (a 204) has no type either. */
+        resp->content_type = len ? "application/json" : NULL;
         resp->body.len = 0;
         if (len && buf_append(&resp->body, body, len) < 0)
                 api_error(resp, 500, "internal", "out of memory");
@@ -30,9 +31,11 @@ static bool forwarded(struct api_call *c)
         return api_header(c->req, CLUSTER_FORWARD_HEADER) != NULL;
 }
 
-/* Send the call to the host at url; false: answered. */
-static bool forward(struct api_call *c, const char *url, struct api_resp *resp)
+/* Send the call to the host at url; false: answered. *relayed: with that
+ * host's own answer. */
+static bool forward_to(struct api_call *c, const char *url, struct api_resp *resp, bool *relayed)
 {
+        *relayed = false;
         if (forwarded(c)) {
                 /* The placement moved between the two hosts' reads: one hop
                  * only, the caller tries again. */
@@ -57,7 +60,14 @@ static bool forward(struct api_call *c, const char *url, struct api_resp *resp)
                 return false;
         }
         relay(resp, status, body, len);
+        *relayed = true;
         return false;
+}
+
+static bool forward(struct api_call *c, const char *url, struct api_resp *resp)
+{
+        bool relayed;
+        return forward_to(c, url, resp, &relayed);
 }
 
 /* Add "recreated" to the object answered. */
@@ -97,9 +107,16 @@ bool cluster_api_attach(struct api_call *c, const char *sandbox_class, struct cl
                                      sandbox_class, limit, route, &err);
         if (r < 0)
                 return route_failed(resp, r, &err);
-        if (route->where == CLUSTER_THERE)
-                return forward(c, route->url, resp);
-        return true;
+        if (route->where != CLUSTER_THERE)
+                return true;
+        bool relayed;
+        forward_to(c, route->url, resp, &relayed);
+        /* Placed on that host just now, and it said the sandbox did not
+         * come up: the placement goes (as on this host). Kept when it did
+         * not answer: it may have brought it up. */
+        if (route->placed && relayed && resp->status >= 400)
+                cluster_unplace(cl, c->caller.deployment, c->name, route);
+        return false;
 }
 
 void cluster_api_attached(struct api_call *c, const struct cluster_route *route, int r,
@@ -143,33 +160,6 @@ void cluster_api_deleted(struct api_call *c, const struct cluster_route *route, 
         /* Gone here (deleted now, or reclaimed before): its name is free. */
         if (cl && route->where == CLUSTER_HERE && (r == 0 || r == -ENOENT))
                 cluster_unplace(cl, c->caller.deployment, c->name, route);
-}
-
-void cluster_api_list(struct api_call *c, json_t *sandboxes)
-{
-        struct cluster *cl = cluster_of(c);
-        size_t n = json_array_size(sandboxes);
-        if (!cl || n == 0)
-                return;
-        char(*names)[SBX_NAME_MAX + 1] = calloc(n, sizeof(*names));
-        struct placement_rec *recs = calloc(n, sizeof(*recs));
-        size_t got = 0;
-        struct sbx_error err = {0};
-        /* Only what this host holds is listed; each says whether it was
-         * recreated after its host was lost. */
-        if (names && recs &&
-            cluster_list(cl, c->caller.deployment, names, recs, n, &got, &err) == 0) {
-                for (size_t i = 0; i < n; i++) {
-                        json_t *s = json_array_get(sandboxes, i);
-                        const char *nm = json_string_value(json_object_get(s, "name"));
-                        for (size_t k = 0; nm && k < got; k++)
-                                if (!strcmp(names[k], nm) && recs[k].recreated[0])
-                                        json_object_set_new(s, "recreated",
-                                                            json_string(recs[k].recreated));
-                }
-        }
-        free(names);
-        free(recs);
 }
 
 bool cluster_api_serving(struct api *a, struct api_resp *resp)

@@ -26,8 +26,11 @@ void cluster_api_looked_up(struct api_call *c, const struct cluster_route *route
                            struct api_resp *resp);
 /* After a local delete with its result. */
 void cluster_api_deleted(struct api_call *c, const struct cluster_route *route, int r);
-/* The records of a list, annotated. */
-void cluster_api_list(struct api_call *c, json_t *sandboxes);
+/* A list's body ({"sandboxes": [...]}, this host's records) made the
+ * cluster's (cluster-list.c): each says whether it was recreated, the
+ * other hosts' records join it, with "lost" and "unreachable"; false
+ * with resp set when the store cannot be read. */
+bool cluster_api_list(struct api_call *c, json_t *body, struct api_resp *resp);
 /* Before every authenticated call, control and data plane: 503 while
  * this host's lease is in doubt, and until its sandboxes are reconciled
  * under a new one (a list would show stale copies, a call would reach

@@ -147,8 +147,11 @@ void control_list(struct api_call *c, struct api_resp *resp)
         for (size_t i = 0; i < n; i++)
                 json_array_append_new(arr, record_json(&v[i]));
         free(v);
-        cluster_api_list(c, arr);
-        api_json(resp, 200, json_pack("{s:o}", "sandboxes", arr));
+        json_t *body = json_pack("{s:o}", "sandboxes", arr);
+        if (cluster_api_list(c, body, resp))
+                api_json(resp, 200, body);
+        else
+                json_decref(body);
 }
 
 void control_get(struct api_call *c, struct api_resp *resp)

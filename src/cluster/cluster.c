@@ -193,6 +193,16 @@ static int owner_live(struct cluster *cl, const struct placement_rec *rec,
         return r;
 }
 
+int cluster_host_url(struct cluster *cl, const char *id, char *url, size_t size,
+                     struct sbx_error *err)
+{
+        struct placement_host h;
+        int r = cl->p->ops->host_get(cl->p, id, &h, err);
+        if (r == 1)
+                snprintf(url, size, "%s", h.url);
+        return r;
+}
+
 static int no_store(struct sbx_error *err)
 {
         return sbx_error_say(err, EAGAIN, "the cluster's placement store cannot be reached");
@@ -260,6 +270,7 @@ static int place_new(struct cluster *cl, const char *dep, const char *name,
                 return r; /* -EEXIST: placed already, ret->rec is its record */
         atomic_fetch_add(&cl->placed, 1);
         ret->where = other.id[0] ? CLUSTER_THERE : CLUSTER_NEW;
+        ret->placed = other.id[0] != 0;
         snprintf(ret->url, sizeof(ret->url), "%s", other.url);
         return 0;
 }

@@ -52,6 +52,7 @@ enum cluster_where {
 struct cluster_route {
         enum cluster_where where;
         char url[PLACE_URL_MAX]; /* CLUSTER_THERE */
+        bool placed;             /* CLUSTER_THERE: placed there just now */
         struct placement_rec rec;
 };
 
@@ -83,6 +84,20 @@ int cluster_list(struct cluster *cl, const char *dep, char (*names)[SBX_NAME_MAX
 int cluster_forward(struct cluster *cl, const char *method, const char *url,
                     const char *authorization, const void *body, size_t body_len, long *ret_status,
                     char **ret_body, size_t *ret_len, struct sbx_error *err);
+
+/* The same with a timeout of the caller's (ms, the whole call). */
+struct cluster_call {
+        const char *method, *url, *authorization;
+        const void *body;
+        size_t body_len;
+        long timeout_ms;
+};
+int cluster_call(struct cluster *cl, const struct cluster_call *call, long *ret_status,
+                 char **ret_body, size_t *ret_len, struct sbx_error *err);
+/* The live host id (its data-plane URL into url): 1, 0 when its lease is
+ * gone. */
+int cluster_host_url(struct cluster *cl, const char *id, char *url, size_t size,
+                     struct sbx_error *err);
 
 /* What cluster_forward and the store have done: for the metrics and the
  * benchmark. */

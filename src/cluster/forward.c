@@ -48,7 +48,23 @@ int cluster_forward(struct cluster *cl, const char *method, const char *url,
                     const char *authorization, const void *body, size_t body_len, long *ret_status,
                     char **ret_body, size_t *ret_len, struct sbx_error *err)
 {
-        struct curl_slist *h = headers(authorization);
+        struct cluster_call call = {.method = method,
+                                    .url = url,
+                                    .authorization = authorization,
+                                    .body = body,
+                                    .body_len = body_len,
+                                    .timeout_ms = FORWARD_TIMEOUT_MS};
+        return cluster_call(cl, &call, ret_status, ret_body, ret_len, err);
+}
+
+int cluster_call(struct cluster *cl, const struct cluster_call *call, long *ret_status,
+                 char **ret_body, size_t *ret_len, struct sbx_error *err)
+{
+        const char *method = call->method;
+        const void *body = call->body;
+        long timeout = call->timeout_ms > 0 ? call->timeout_ms : 1;
+        long connect = timeout < FORWARD_CONNECT_MS ? timeout : FORWARD_CONNECT_MS;
+        struct curl_slist *h = headers(call->authorization);
         CURL *c = h ? curl_easy_init() : NULL;
         if (!c) {
                 curl_slist_free_all(h);
@@ -56,17 +72,17 @@ int cluster_forward(struct cluster *cl, const char *method, const char *url,
         }
         struct buf out;
         buf_init(&out, CLUSTER_FORWARD_MAX);
-        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_URL, call->url);
         curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
         if (!strcmp(method, "POST")) {
                 curl_easy_setopt(c, CURLOPT_POSTFIELDS, body ? body : "");
-                curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)body_len);
+                curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)call->body_len);
         }
         curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, FORWARD_TIMEOUT_MS);
-        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, FORWARD_CONNECT_MS);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout);
+        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, connect);
         curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
         curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);

@@ -73,14 +73,57 @@ test("30 names attached through all three hosts at once: one placement, one endp
     }
   }
   figure("placements per host", JSON.stringify(owners));
-  // Each sandbox exists on its owner only.
+  // A list through any host answers every sandbox of the deployment, once
+  // each, by name.
   for (const h of cl.hosts)
     for (const dep of deps) {
       const r = await new Client(h, dep).control("GET", "/v1/sandboxes");
-      assert.equal(r.status, 200);
-      const ps = (await placements(dep)).filter((p) => p.host === h.id).map((p) => p.name).sort();
-      assert.deepEqual(r.body.sandboxes.map((s) => s.name).sort(), ps);
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      const ps = (await placements(dep)).map((p) => p.name).sort();
+      assert.deepEqual(r.body.sandboxes.map((s) => s.name), ps);
+      assert.deepEqual(r.body.unreachable, []);
+      assert.deepEqual(r.body.lost, []);
     }
+});
+
+test("a list through any host shows the names attached through every host; a stopped host is named unreachable", { skip }, async () => {
+  const [h1, h2, h3] = cl.hosts;
+  for (const [i, h] of cl.hosts.entries()) {
+    const r = await attachVia(h, "dep-ls", `ls${i + 1}`);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+  }
+  const owners = Object.fromEntries((await placements("dep-ls")).map((p) => [p.name, p.host]));
+  figure("dep-ls owners", JSON.stringify(owners));
+  assert.deepEqual(Object.keys(owners).sort(), ["ls1", "ls2", "ls3"]);
+  for (const h of cl.hosts) {
+    const r = await new Client(h, "dep-ls").control("GET", "/v1/sandboxes");
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.deepEqual(r.body.sandboxes.map((s) => s.name), ["ls1", "ls2", "ls3"], `via ${h.id}`);
+    for (const s of r.body.sandboxes) assert.equal(s.state, "running", `${s.name} via ${h.id}`);
+    assert.deepEqual(r.body.unreachable, []);
+  }
+  // Another deployment's list shows none of them.
+  const other = await new Client(h2, "dep-ls-other").control("GET", "/v1/sandboxes");
+  assert.deepEqual(other.body.sandboxes, []);
+  // h3's daemon stopped (its lease lives on until its TTL): a list through
+  // h1 answers what it has and names h3.
+  const gone = owners.ls3;
+  assert.equal(gone, "h3");
+  await h3.stop("SIGKILL");
+  try {
+    const r = await new Client(h1, "dep-ls").control("GET", "/v1/sandboxes");
+    assert.ok(await hostKey("h3"), "h3's lease lived through the list");
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.deepEqual(r.body.unreachable, ["h3"]);
+    assert.deepEqual(r.body.sandboxes.map((s) => s.name), ["ls1", "ls2"]);
+    assert.deepEqual(r.body.lost, []);
+  } finally {
+    await h3.start();
+    await h3.waitServing();
+  }
+  const back = await new Client(h2, "dep-ls").control("GET", "/v1/sandboxes");
+  assert.deepEqual(back.body.sandboxes.map((s) => s.name), ["ls1", "ls2", "ls3"]);
+  assert.deepEqual(back.body.unreachable, []);
 });
 
 test("max_per_deployment 10 under 30 parallel attaches through different hosts: exactly 10", { skip }, async () => {
@@ -123,6 +166,15 @@ async function until(fn, ms, what) {
     if (Date.now() - t0 > ms) throw new Error(`timed out: ${what}`);
     await sleep(50);
   }
+}
+
+// What host itself holds of dep: its list asked as another host's list
+// asks it (one hop, its own records only).
+async function ownList(h, dep) {
+  const c = new Client(h, dep);
+  const r = await fetch(`${h.url}/v1/sandboxes`, {
+    headers: { authorization: `Bearer ${c.tok}`, "x-sandboxd-forwarded": "1" } });
+  return { status: r.status, body: await r.json().catch(() => null) };
 }
 
 async function hostKey(id) {
@@ -176,6 +228,12 @@ test("loss of h2 is detected within TTL + 1 s; the next attach answers recreated
   figure("sandbox cgroups killed", killed);
   figure("loss of h2 detected after ms (TTL " + TTL_MS + ")", detect);
   assert.ok(detect <= TTL_MS + 1000, `detected after ${detect} ms`);
+  // Before the next attach, a list names it as lost, on h2.
+  const lb = await new Client(h3, "dep-lost").control("GET", "/v1/sandboxes");
+  assert.equal(lb.status, 200, JSON.stringify(lb.body));
+  assert.deepEqual(lb.body.sandboxes, []);
+  assert.deepEqual(lb.body.lost, [{ name: "lost-one", class: "default", host: "h2" }]);
+  assert.deepEqual(lb.body.unreachable, []);
   const t1 = Date.now();
   const re = await attachVia(h1, "dep-lost", "lost-one");
   figure("re-homing attach ms", Date.now() - t1);
@@ -200,7 +258,7 @@ test("loss of h2 is detected within TTL + 1 s; the next attach answers recreated
   await h2.start();
   await h2.waitServing();
   const l2 = await until(async () => {
-    const r = await new Client(h2, "dep-lost").control("GET", "/v1/sandboxes");
+    const r = await ownList(h2, "dep-lost");
     return r.status === 200 && r.body;
   }, 3 * TTL_MS, "h2 list");
   assert.deepEqual(l2.sandboxes.map((s) => s.name), []);
@@ -254,8 +312,10 @@ test("a partition of h2 past its TTL never has one name served by two incarnatio
     (await execWith(old.body, "true")).status === 404, 4 * TTL_MS, "h2's stale copy to go");
   figure("healed: stale copy gone after ms", Date.now() - t1);
   await h2.waitServing();
+  assert.deepEqual((await ownList(h2, "dep-part")).body.sandboxes.map((s) => s.name), []);
+  // Through h2, the cluster's list shows the name once: h1's.
   const l = await new Client(h2, "dep-part").control("GET", "/v1/sandboxes");
-  assert.deepEqual(l.body.sandboxes.map((s) => s.name), []);
+  assert.deepEqual(l.body.sandboxes.map((s) => [s.name, s.recreated]), [["split", "host_lost"]]);
 });
 
 test("h2's link down past its TTL: its names re-homed; link up, its stale copies are gone", { skip }, async (t) => {
@@ -281,7 +341,7 @@ test("h2's link down past its TTL: its names re-homed; link up, its stale copies
     "h2's stale copy to go");
   figure("link up: stale copy gone after ms", Date.now() - t1);
   await h2.waitServing();
-  const l = await new Client(h2, "dep-link").control("GET", "/v1/sandboxes");
+  const l = await ownList(h2, "dep-link");
   assert.deepEqual(l.body.sandboxes.map((x) => x.name), []);
 });
 

@@ -46,3 +46,17 @@ test("a full host places new names on other hosts, which serve them", { skip }, 
   }
   assert.equal(free, 0);
 });
+
+test("a name placed on another host that fails to come up there loses its placement", { skip }, async () => {
+  const [h1] = cl.hosts;
+  const c = new Client(h1, "dep-full");
+  // h1 is full (the test before): the name is placed on another host, and
+  // that host has no such image.
+  const r = await c.control("POST", "/v1/sandboxes/f-bad/attach", { image: "no-such-image" });
+  assert.equal(r.status, 404, JSON.stringify(r.body));
+  assert.equal(r.body.error.code, "image_not_found");
+  const ps = await cl.etcd.list(`${h1.prefix}place/dep-full/`);
+  assert.deepEqual(ps.map((kv) => kv.key.split("/").pop()).sort(), ["f0", "f1", "f2", "f3", "f4", "f5"]);
+  const cnt = await cl.etcd.list(`${h1.prefix}count/dep/dep-full`);
+  assert.equal(cnt[0].value, "6");
+});

@@ -268,7 +268,7 @@ export class Host extends Daemon {
 }
 
 // A bridge and a network namespace per host, all named after this test's
-// pid, made by it and removed by it (remove()): hosts on 10.251.N.0/24.
+// pid, made by it and removed by it (remove()): hosts on 10.254.N.0/24.
 export class Net {
   constructor(n) {
     // Not "sbx*": the hosts' own nft tables treat those as sandboxes' links.
@@ -289,21 +289,22 @@ export class Net {
     }
   }
 
-  // A /24 of 10.251.0.0/16 no interface of the host has.
+  // A /24 of 10.254.0.0/16 that no address or route of the host touches
+  // (other tests make namespaces of their own on other 10.x ranges).
   pickSubnet() {
-    const used = execFileSync("ip", ["-4", "-o", "addr"]).toString();
+    const used = execFileSync("ip", ["-4", "-o", "addr"]).toString() + execFileSync("ip", ["-4", "route"]).toString();
     for (let k = 0; k < 250; k++) {
       const n = (process.pid + k) % 250;
-      if (!used.includes(` 10.251.${n}.`)) return n;
+      if (!used.includes(` 10.254.${n}.`) && !used.includes(`\n10.254.${n}.`) && !used.startsWith(`10.254.${n}.`)) return n;
     }
-    throw new Error("no free 10.251.N.0/24");
+    throw new Error("no free 10.254.N.0/24");
   }
 
   up() {
     const ip = (...a) => execFileSync("ip", a, { stdio: ["ignore", "ignore", "pipe"] });
     const n = this.pickSubnet();
-    this.gw = `10.251.${n}.1`;
-    this.addrs = this.ns.map((_, i) => `10.251.${n}.${11 + i}`);
+    this.gw = `10.254.${n}.1`;
+    this.addrs = this.ns.map((_, i) => `10.254.${n}.${11 + i}`);
     ip("link", "add", this.bridge, "type", "bridge");
     ip("addr", "add", `${this.gw}/24`, "dev", this.bridge);
     ip("link", "set", this.bridge, "up");

@@ -31,7 +31,13 @@ export interface SandboxHandle {
   network?: Network;
   /** Beyond the documented client: the image it was created from. */
   image?: string;
+  /** Cluster mode: `host_lost` when this name was made anew because the
+   * host that held it is gone (its files with it). */
+  recreated?: Recreated;
 }
+
+/** Why a sandbox was made anew under an existing name (cluster mode). */
+export type Recreated = "host_lost";
 
 export interface ExecRequest {
   /** Argv. Not a shell line. */
@@ -200,6 +206,9 @@ export interface SandboxRecord {
   network?: Network;
   /** Beyond the documented client: the image it was created from. */
   image?: string;
+  /** Cluster mode: `host_lost` when this name was made anew because the
+   * host that held it is gone (its files with it). */
+  recreated?: Recreated;
 }
 
 /** A sandbox's network (beyond the documented client): `nat` reaches the

@@ -288,6 +288,82 @@ static int call_peer(const struct agent_peer *peer, const struct agent_msg *req,
         return agent_call(fd, req, timeout_ms, ret_payload, ret_len, err);
 }
 
+/* ------------------------------------------------ answers read later */
+
+int agent_send(const struct agent_peer *peer, const struct agent_msg *req, struct agent_pending *p,
+               struct sbx_error *err)
+{
+        *p = (struct agent_pending){.fd = -1};
+        int r = dial(peer, &p->fd, err);
+        if (r < 0)
+                return r;
+        uint8_t head[AGENT_HEADER_SIZE];
+        int64_t deadline = mono_ms() + AGENT_CALL_TIMEOUT_MS;
+        agent_header_encode(req, head);
+        if ((r = send_full(p->fd, head, sizeof(head), deadline)) < 0 ||
+            (r = send_full(p->fd, req->payload.data, req->payload.len, deadline)) < 0) {
+                close_fd(&p->fd);
+                return transport_error(err, r, "a request");
+        }
+        return 0;
+}
+
+/* What is there of the payload; > 0 when it grew, 0 none now. */
+static int pending_recv(int fd, void *buf, size_t len)
+{
+        ssize_t n;
+        do
+                n = recv(fd, buf, len, MSG_DONTWAIT);
+        while (n < 0 && errno == EINTR);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                return 0;
+        return n <= 0 ? -EPIPE : (int)n;
+}
+
+int agent_pending_read(struct agent_pending *p, struct sbx_error *err)
+{
+        while (p->head_got < AGENT_HEADER_SIZE) {
+                int n = pending_recv(p->fd, p->head + p->head_got, AGENT_HEADER_SIZE - p->head_got);
+                if (n <= 0)
+                        return n < 0 ? transport_error(err, n, "a request") : 0;
+                p->head_got += (uint32_t)n;
+                if (p->head_got < AGENT_HEADER_SIZE)
+                        continue;
+                if (agent_header_decode(p->head, &p->type, &p->len) < 0 ||
+                    (p->type != AGENT_RESP_OK && p->type != AGENT_RESP_ERR))
+                        return transport_error(err, -EPROTO, "a request");
+                if (!(p->payload = malloc(p->len ? p->len : 1)))
+                        return transport_error(err, -ENOMEM, "a request");
+        }
+        while (p->got < p->len) {
+                int n = pending_recv(p->fd, p->payload + p->got, p->len - p->got);
+                if (n <= 0)
+                        return n < 0 ? transport_error(err, n, "a request") : 0;
+                p->got += (uint32_t)n;
+        }
+        return 1;
+}
+
+/* A whole answer: an OK's payload (still p's), or the ERR's mapped error. */
+static int pending_answer(struct agent_pending *p, uint8_t **ret, uint32_t *ret_len,
+                          struct sbx_error *err)
+{
+        if (p->head_got < AGENT_HEADER_SIZE || p->got < p->len)
+                return transport_error(err, -EPROTO, "a request");
+        if (p->type == AGENT_RESP_ERR)
+                return decode_agent_err(p->payload, p->len, err);
+        *ret = p->payload;
+        *ret_len = p->len;
+        return 0;
+}
+
+void agent_pending_free(struct agent_pending *p)
+{
+        close_fd(&p->fd);
+        free(p->payload);
+        p->payload = NULL;
+}
+
 /* -------------------------------------------------------------- decode */
 
 static int take_bytes(const struct agent_field *f, char **ret, size_t *ret_len)
@@ -562,25 +638,52 @@ static int64_t exec_wait(int64_t timeout_ms)
         return w > INT32_MAX ? INT32_MAX : w;
 }
 
-int agent_exec(const struct agent_peer *peer, const struct agent_cmd *cmd, int64_t timeout_ms,
-               struct agent_exec_result *ret, struct sbx_error *err)
+/* The answer to p's request, waited for until timeout_ms (< 0: none). */
+static int pending_wait(struct agent_pending *p, int timeout_ms, struct sbx_error *err)
 {
-        struct agent_msg m;
-        _cleanup_free_ uint8_t *payload = NULL;
-        struct agent_exec_result res = {0};
-        uint32_t len;
-        int r;
+        int64_t deadline = timeout_ms < 0 ? -1 : mono_ms() + timeout_ms;
+        for (;;) {
+                int r = agent_pending_read(p, err);
+                if (r != 0)
+                        return r < 0 ? r : 0;
+                if ((r = wait_fd(p->fd, POLLIN, deadline)) < 0)
+                        return transport_error(err, r, "a request");
+        }
+}
 
-        agent_msg_init(&m, AGENT_REQ_EXEC);
-        if ((r = agent_put_cmd(&m, cmd)) < 0 ||
+static int exec_request(const struct agent_cmd *cmd, int64_t timeout_ms, struct agent_msg *m,
+                        struct sbx_error *err)
+{
+        int r;
+        agent_msg_init(m, AGENT_REQ_EXEC);
+        if ((r = agent_put_cmd(m, cmd)) < 0 ||
             (timeout_ms > 0 &&
-             (r = agent_put_u64(&m, AGENT_T_TIMEOUT_MS, (uint64_t)timeout_ms)) < 0) ||
-            (cmd->max_output && (r = agent_put_u64(&m, AGENT_T_MAX_OUTPUT, cmd->max_output)) < 0)) {
-                agent_msg_free(&m);
+             (r = agent_put_u64(m, AGENT_T_TIMEOUT_MS, (uint64_t)timeout_ms)) < 0) ||
+            (cmd->max_output && (r = agent_put_u64(m, AGENT_T_MAX_OUTPUT, cmd->max_output)) < 0)) {
+                agent_msg_free(m);
                 return build_error(err, r, "exec");
         }
-        r = call_peer(peer, &m, (int)exec_wait(timeout_ms), &payload, &len, err);
+        return 0;
+}
+
+int agent_exec_send(const struct agent_peer *peer, const struct agent_cmd *cmd, int64_t timeout_ms,
+                    struct agent_pending *p, struct sbx_error *err)
+{
+        struct agent_msg m;
+        int r = exec_request(cmd, timeout_ms, &m, err);
+        if (r < 0)
+                return r;
+        r = agent_send(peer, &m, p, err);
         agent_msg_free(&m);
+        return r;
+}
+
+int agent_exec_finish(struct agent_pending *p, struct agent_exec_result *ret, struct sbx_error *err)
+{
+        uint8_t *payload;
+        uint32_t len;
+        struct agent_exec_result res = {0};
+        int r = pending_answer(p, &payload, &len, err);
         if (r < 0)
                 return r;
         r = agent_walk(payload, len, exec_fn, &res);
@@ -592,6 +695,19 @@ int agent_exec(const struct agent_peer *peer, const struct agent_cmd *cmd, int64
         }
         *ret = res;
         return 0;
+}
+
+int agent_exec(const struct agent_peer *peer, const struct agent_cmd *cmd, int64_t timeout_ms,
+               struct agent_exec_result *ret, struct sbx_error *err)
+{
+        struct agent_pending p;
+        int r = agent_exec_send(peer, cmd, timeout_ms, &p, err);
+        if (r < 0)
+                return r;
+        if ((r = pending_wait(&p, (int)exec_wait(timeout_ms), err)) >= 0)
+                r = agent_exec_finish(&p, ret, err);
+        agent_pending_free(&p);
+        return r;
 }
 
 int agent_spawn(const struct agent_peer *peer, const struct agent_cmd *cmd,
@@ -626,19 +742,13 @@ static int put_id(struct agent_msg *m, const char *proc_id)
         return agent_put_str(m, AGENT_T_PROC_ID, proc_id);
 }
 
-int agent_poll(const struct agent_peer *peer, const char *proc_id, uint64_t stdout_from,
-               uint64_t stderr_from, int wait_ms, struct agent_poll_result *ret,
-               struct sbx_error *err)
+int agent_poll_send(const struct agent_peer *peer, const char *proc_id, uint64_t stdout_from,
+                    uint64_t stderr_from, int wait_ms, struct agent_pending *p,
+                    struct sbx_error *err)
 {
         struct agent_msg m;
-        _cleanup_free_ uint8_t *payload = NULL;
-        struct agent_poll_result res = {0};
-        uint32_t len;
         int r;
-
-        if (wait_ms < 0)
-                wait_ms = 0;
-        wait_ms = MIN(wait_ms, AGENT_MAX_WAIT_MS);
+        wait_ms = MIN(MAX(wait_ms, 0), AGENT_MAX_WAIT_MS);
         agent_msg_init(&m, AGENT_REQ_POLL);
         if ((r = put_id(&m, proc_id)) < 0 ||
             (r = agent_put_u64(&m, AGENT_T_STDOUT_FROM, stdout_from)) < 0 ||
@@ -647,8 +757,17 @@ int agent_poll(const struct agent_peer *peer, const char *proc_id, uint64_t stdo
                 agent_msg_free(&m);
                 return build_error(err, r, "poll");
         }
-        r = call_peer(peer, &m, wait_ms + AGENT_CALL_TIMEOUT_MS, &payload, &len, err);
+        r = agent_send(peer, &m, p, err);
         agent_msg_free(&m);
+        return r;
+}
+
+int agent_poll_finish(struct agent_pending *p, struct agent_poll_result *ret, struct sbx_error *err)
+{
+        uint8_t *payload;
+        uint32_t len;
+        struct agent_poll_result res = {0};
+        int r = pending_answer(p, &payload, &len, err);
         if (r < 0)
                 return r;
         r = agent_walk(payload, len, poll_fn, &res);
@@ -664,6 +783,21 @@ int agent_poll(const struct agent_peer *peer, const char *proc_id, uint64_t stdo
         }
         *ret = res;
         return 0;
+}
+
+int agent_poll(const struct agent_peer *peer, const char *proc_id, uint64_t stdout_from,
+               uint64_t stderr_from, int wait_ms, struct agent_poll_result *ret,
+               struct sbx_error *err)
+{
+        struct agent_pending p;
+        int r = agent_poll_send(peer, proc_id, stdout_from, stderr_from, wait_ms, &p, err);
+        if (r < 0)
+                return r;
+        int wait = MIN(MAX(wait_ms, 0), AGENT_MAX_WAIT_MS);
+        if ((r = pending_wait(&p, wait + AGENT_CALL_TIMEOUT_MS, err)) >= 0)
+                r = agent_poll_finish(&p, ret, err);
+        agent_pending_free(&p);
+        return r;
 }
 
 int agent_list(const struct agent_peer *peer, struct agent_proc_list *ret, struct sbx_error *err)

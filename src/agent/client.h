@@ -134,6 +134,37 @@ struct agent_peer agent_peer_dir(const char *dir);
 int agent_call(int fd, const struct agent_msg *req, int timeout_ms, uint8_t **ret_payload,
                uint32_t *ret_len, struct sbx_error *err);
 
+/* A request whose answer is read later, without waiting, by a caller
+ * with an event loop of its own (the API's held requests): agent_send
+ * connects and sends the request whole (a quick call's timeout), then
+ * agent_pending_read takes what has come whenever fd is readable, and
+ * the call's _finish decodes the whole answer. */
+struct agent_pending {
+        int fd; /* the connection, non-blocking; -1 once freed */
+        uint8_t head[AGENT_HEADER_SIZE];
+        uint32_t head_got;
+        uint16_t type;
+        uint8_t *payload;
+        uint32_t len, got;
+};
+int agent_send(const struct agent_peer *peer, const struct agent_msg *req, struct agent_pending *p,
+               struct sbx_error *err);
+/* 1: the answer is whole; 0: more is to come (wait for POLLIN); < 0 a
+ * transport error. */
+int agent_pending_read(struct agent_pending *p, struct sbx_error *err);
+/* Closes the connection and frees what was read; p may be read again
+ * only after another send. */
+void agent_pending_free(struct agent_pending *p);
+int agent_exec_send(const struct agent_peer *peer, const struct agent_cmd *cmd, int64_t timeout_ms,
+                    struct agent_pending *p, struct sbx_error *err);
+int agent_exec_finish(struct agent_pending *p, struct agent_exec_result *ret,
+                      struct sbx_error *err);
+int agent_poll_send(const struct agent_peer *peer, const char *proc_id, uint64_t stdout_from,
+                    uint64_t stderr_from, int wait_ms, struct agent_pending *p,
+                    struct sbx_error *err);
+int agent_poll_finish(struct agent_pending *p, struct agent_poll_result *ret,
+                      struct sbx_error *err);
+
 /* Each call below connects, asks, and closes. */
 int agent_ping(const struct agent_peer *peer, int timeout_ms, struct sbx_error *err);
 /* Runs cmd to completion. timeout_ms is the command's deadline (0: none);

@@ -51,6 +51,9 @@ static inline void close_fd(int *fd)
                 _taken_p;                                                                          \
         })
 
+/* The struct that holds member m at ptr. */
+#define container_of(ptr, type, m) ((type *)(void *)((char *)(ptr)-offsetof(type, m)))
+
 /* ---- error object for operations that span many syscalls ---- */
 struct sbx_error {
         int code;      /* positive errno, 0 = no error */

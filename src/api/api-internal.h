@@ -16,10 +16,12 @@
 #include "api.h"
 #include "conns.h"
 #include "errors.h"
+#include "hold.h"
 #include "keys.h"
 #include "ratelimit.h"
 #include "respond.h"
 #include "routes.h"
+#include "workers.h"
 
 struct api_metrics {
         atomic_ullong requests;
@@ -39,9 +41,12 @@ struct api {
         struct ratelimit *ratelimit; /* NULL when rate_limit is 0 */
         struct MHD_Daemon *mhd;
         struct api_metrics metrics;
-        atomic_bool draining;   /* shutting down: answer 503 */
-        atomic_int inflight;    /* requests between headers and completion */
-        struct api_conns conns; /* every connection, for the head deadline */
+        atomic_bool draining;       /* shutting down: answer 503 */
+        atomic_int inflight;        /* requests between headers and completion */
+        struct api_conns conns;     /* every connection, for the head deadline */
+        struct api_workers workers; /* where what may block runs (workers.h) */
+        struct holder holder;       /* held requests (hold.h) */
+        atomic_int suspended;       /* connections suspended now */
 };
 
 /* What a streaming route's handler opens for the body (req->stream). */
@@ -52,6 +57,20 @@ struct api_stream_ops {
         void (*finish)(struct api *a, void *stream, struct api_resp *resp);
         /* The request ended early. Frees the stream. */
         void (*abort)(struct api *a, void *stream);
+        /* write may block (it sends on to a peer): it runs on a handler
+         * thread, one chunk at a time, while the connection waits. */
+        bool write_blocks;
+};
+
+/* Where a request is between libmicrohttpd's calls. */
+enum api_phase {
+        API_PH_BODY = 0, /* taking the body (or about to) */
+        API_PH_HEAD_JOB, /* a handler thread opens the stream */
+        API_PH_HEAD_DONE,
+        API_PH_CHUNK_JOB, /* a handler thread writes a chunk on */
+        API_PH_END_JOB,   /* a handler thread runs the handler */
+        API_PH_HELD,      /* a hold answers (api_defer) */
+        API_PH_ANSWER,    /* answer is ready: queue it */
 };
 
 /* One request, from its head to its completion. */
@@ -70,7 +89,28 @@ struct api_req {
         bool started;           /* the head is in (the handler's first call) */
         bool bad_uri;           /* the raw URI holds %00 */
         char *raw_uri;          /* the request line's URI, undecoded (the port proxy's) */
+        struct api *a;
+        enum api_phase phase;
+        struct api_job job;      /* the handler thread's part, while suspended */
+        struct buf chunk;        /* API_PH_CHUNK_JOB: the bytes being written */
+        struct api_resp *answer; /* API_PH_ANSWER: what to queue; NULL: close */
 };
+
+/* For a handler that leaves its answer to a hold: api_defer(resp) before
+ * the hold is armed, and the connection stays suspended after the handler
+ * returns (resp is then ignored), until api_answer, from any thread,
+ * with resp (malloc'd, taken; NULL closes the connection unanswered:
+ * its client went away). */
+void api_defer(struct api_resp *resp);
+void api_answer(struct api_req *req, struct api_resp *resp);
+/* Suspend req's connection (from libmicrohttpd's calls only), and resume
+ * it (from any thread; req may be gone once it returns). */
+void api_suspend(struct api_req *req);
+void api_resume(struct api_req *req);
+struct api_resp *api_resp_new(void);
+void api_resp_free(struct api_resp *resp);
+/* The client's socket, or -1. */
+int api_client_fd(struct api_req *req);
 
 /* A reference to the current keyring; keyring_free() it after use. */
 struct keyring *api_keys(struct api *a);

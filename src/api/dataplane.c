@@ -146,6 +146,25 @@ static int image_defaults(struct sandbox *sb, struct api_cmd *h, const char ***o
         return 0;
 }
 
+static void exec_done(struct api *a, struct sandbox *sb, struct agent_pending *p, int r,
+                      struct sbx_error *err, struct api_resp *resp)
+{
+        struct agent_exec_result res = {0};
+        if (r >= 0)
+                r = agent_exec_finish(p, &res, err);
+        if (r < 0) {
+                dataplane_agent_failure(sb, r, err, resp);
+                return;
+        }
+        atomic_fetch_add(&a->metrics.execs, 1);
+        atomic_fetch_add(&a->metrics.exec_ms_total, (unsigned long long)res.duration_ms);
+        json_t *j = json_pack("{s:i,s:I,s:b,s:b}", "exitCode", res.exit_code, "durationMs",
+                              (json_int_t)res.duration_ms, "timedOut", res.timed_out, "truncated",
+                              res.truncated);
+        api_json_text(resp, 200, j, "stdout", res.out, res.out_len, "stderr", res.err, res.err_len);
+        agent_exec_result_free(&res);
+}
+
 void dataplane_exec(struct api_call *c, struct api_resp *resp)
 {
         struct api *a = c->a;
@@ -177,24 +196,19 @@ void dataplane_exec(struct api_call *c, struct api_resp *resp)
         /* What only a spawn takes is checked, and means nothing here. */
         h.cmd.stdin_pipe = h.cmd.lossless = false;
         h.cmd.pty_cols = h.cmd.pty_rows = 0;
-        struct agent_exec_result res = {0};
+        struct agent_pending pend;
         struct sbx_error err = {0};
-        int r = agent_exec(mgr_agent(sb), &h.cmd, timeout, &res, &err);
+        int r = agent_exec_send(mgr_agent(sb), &h.cmd, timeout, &pend, &err);
         if (r < 0 && dataplane_should_retry(a, sb, r))
-                r = agent_exec(mgr_agent(sb), &h.cmd, timeout, &res, &err);
+                r = agent_exec_send(mgr_agent(sb), &h.cmd, timeout, &pend, &err);
         api_cmd_free(&h);
         json_decref(body);
         if (r < 0) {
                 dataplane_agent_failure(sb, r, &err, resp);
                 return;
         }
-        atomic_fetch_add(&a->metrics.execs, 1);
-        atomic_fetch_add(&a->metrics.exec_ms_total, (unsigned long long)res.duration_ms);
-        json_t *j = json_pack("{s:i,s:I,s:b,s:b}", "exitCode", res.exit_code, "durationMs",
-                              (json_int_t)res.duration_ms, "timedOut", res.timed_out, "truncated",
-                              res.truncated);
-        api_json_text(resp, 200, j, "stdout", res.out, res.out_len, "stderr", res.err, res.err_len);
-        agent_exec_result_free(&res);
+        int64_t wait = timeout > 0 ? timeout + AGENT_CALL_SLACK_MS : -1;
+        dataplane_hold_call(c, &pend, wait, true, exec_done, resp);
 }
 
 void dataplane_spawn(struct api_call *c, struct api_resp *resp)
@@ -272,6 +286,26 @@ int dataplane_query_u64(struct api_req *req, const char *key, uint64_t max, uint
         return 0;
 }
 
+static void poll_done(struct api *a, struct sandbox *sb, struct agent_pending *pend, int r,
+                      struct sbx_error *err, struct api_resp *resp)
+{
+        struct agent_poll_result p = {0};
+        (void)a;
+        if (r >= 0)
+                r = agent_poll_finish(pend, &p, err);
+        if (r < 0) {
+                dataplane_agent_failure(sb, r, err, resp);
+                return;
+        }
+        json_t *j = dataplane_status_json(&p.status);
+        json_object_set_new(j, "stdoutNext", json_integer((json_int_t)p.out_next));
+        json_object_set_new(j, "stderrNext", json_integer((json_int_t)p.err_next));
+        json_object_set_new(j, "stdoutDropped", json_integer((json_int_t)p.out_dropped));
+        json_object_set_new(j, "stderrDropped", json_integer((json_int_t)p.err_dropped));
+        api_json_text(resp, 200, j, "stdout", p.out, p.out_len, "stderr", p.err, p.err_len);
+        agent_poll_result_free(&p);
+}
+
 void dataplane_poll(struct api_call *c, struct api_resp *resp)
 {
         struct api *a = c->a;
@@ -289,22 +323,17 @@ void dataplane_poll(struct api_call *c, struct api_resp *resp)
                           AGENT_MAX_WAIT_MS);
                 return;
         }
-        struct agent_poll_result p = {0};
+        struct agent_pending pend;
         struct sbx_error err = {0};
-        int r = agent_poll(mgr_agent(sb), id, out_from, err_from, (int)wait, &p, &err);
+        int r = agent_poll_send(mgr_agent(sb), id, out_from, err_from, (int)wait, &pend, &err);
         if (r < 0 && dataplane_should_retry(a, sb, r))
-                r = agent_poll(mgr_agent(sb), id, out_from, err_from, (int)wait, &p, &err);
+                r = agent_poll_send(mgr_agent(sb), id, out_from, err_from, (int)wait, &pend, &err);
         if (r < 0) {
                 dataplane_agent_failure(sb, r, &err, resp);
                 return;
         }
-        json_t *j = dataplane_status_json(&p.status);
-        json_object_set_new(j, "stdoutNext", json_integer((json_int_t)p.out_next));
-        json_object_set_new(j, "stderrNext", json_integer((json_int_t)p.err_next));
-        json_object_set_new(j, "stdoutDropped", json_integer((json_int_t)p.out_dropped));
-        json_object_set_new(j, "stderrDropped", json_integer((json_int_t)p.err_dropped));
-        api_json_text(resp, 200, j, "stdout", p.out, p.out_len, "stderr", p.err, p.err_len);
-        agent_poll_result_free(&p);
+        dataplane_hold_call(c, &pend, (int64_t)wait + AGENT_CALL_TIMEOUT_MS, wait == 0, poll_done,
+                            resp);
 }
 
 void dataplane_signal(struct api_call *c, struct api_resp *resp)

@@ -41,3 +41,13 @@ struct api_req;
 json_t *dataplane_parse_body(struct api_req *req, struct api_resp *resp);
 /* A query parameter: a decimal integer up to max, 0 when absent; -1 bad. */
 int dataplane_query_u64(struct api_req *req, const char *key, uint64_t max, uint64_t *ret);
+
+/* held-call.c: an agent call sent (p), whose answer the request waits
+ * for as a hold, without a thread. done builds the answer from the whole
+ * answer (r >= 0) or the failure (r < 0, err), with the sandbox still
+ * entered. wait_ms bounds the wait (< 0: none); spin first waits briefly
+ * on this thread, for a call that is usually answered at once. */
+typedef void held_call_done(struct api *a, struct sandbox *sb, struct agent_pending *p, int r,
+                            struct sbx_error *err, struct api_resp *resp);
+void dataplane_hold_call(struct api_call *c, struct agent_pending *p, int64_t wait_ms, bool spin,
+                         held_call_done *done, struct api_resp *resp);

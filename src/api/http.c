@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* The HTTP server: libmicrohttpd with a thread per connection, so a
- * handler may block on its sandbox (an exec, a 30 s poll) without holding
- * up any other request. Bodies are collected up to max_body; one log line
- * per request. */
+/* The HTTP server: libmicrohttpd's epoll event loop on a few threads,
+ * which only ever read, parse and send. What may block (a handler, a
+ * stream's opening, a body chunk sent on to a peer, a body read from one)
+ * runs on a handler thread (workers.h) while its connection is suspended;
+ * a request that waits on its sandbox (a long poll, an exec, a stream's
+ * next bytes) is a hold (hold.h), which costs no thread at all. Bodies are
+ * collected up to max_body; one log line per request. */
 #include "api-internal.h"
 
 #include <arpa/inet.h>
@@ -14,6 +17,10 @@
 
 #include "../common/log.h"
 #include "ports.h"
+
+#define API_WORKERS_MIN 4
+#define API_EVENT_LOOPS_MAX 4
+#define API_CONN_MEMORY (32u << 10)
 
 const char *api_query(struct api_req *req, const char *key)
 {
@@ -36,7 +43,7 @@ const char *api_header(struct api_req *req, const char *key)
         return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, key);
 }
 
-static void resp_free(struct api_resp *resp)
+void api_resp_free(struct api_resp *resp)
 {
         buf_free(&resp->body);
         buf_free(&resp->headers);
@@ -47,7 +54,7 @@ static void resp_free(struct api_resp *resp)
         free(resp);
 }
 
-static struct api_resp *resp_new(void)
+struct api_resp *api_resp_new(void)
 {
         struct api_resp *resp = calloc(1, sizeof(*resp));
         if (resp) {
@@ -63,7 +70,10 @@ static void req_free(struct api *a, struct api_req *req)
         if (req->stream)
                 req->stream_ops->abort(a, req->stream);
         if (req->early)
-                resp_free(req->early);
+                api_resp_free(req->early);
+        if (req->answer)
+                api_resp_free(req->answer);
+        buf_free(&req->chunk);
         buf_free(&req->body);
         free(req->raw_uri);
         free(req);
@@ -186,13 +196,160 @@ static struct MHD_Response *file_response(int fd, uint64_t len)
         return r;
 }
 
+/* ----------------------------------------------- suspend and resume */
+
+void api_suspend(struct api_req *req)
+{
+        atomic_fetch_add(&req->a->suspended, 1);
+        MHD_suspend_connection(req->conn);
+}
+
+void api_resume(struct api_req *req)
+{
+        struct api *a = req->a;
+        MHD_resume_connection(req->conn);
+        atomic_fetch_sub(&a->suspended, 1);
+}
+
+int api_client_fd(struct api_req *req)
+{
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        return ci ? ci->connect_fd : -1;
+}
+
+void api_defer(struct api_resp *resp)
+{
+        resp->deferred = true;
+}
+
+void api_answer(struct api_req *req, struct api_resp *resp)
+{
+        req->answer = resp;
+        req->phase = API_PH_ANSWER;
+        api_resume(req);
+}
+
+/* Run what may block on a handler thread, the connection suspended. */
+static void defer_job(struct api_req *req, enum api_phase phase, void (*run)(struct api_job *))
+{
+        req->phase = phase;
+        req->job.run = run;
+        api_suspend(req);
+        workers_submit(&req->a->workers, &req->job);
+}
+
+/* ------------------------------------------------- bodies that block */
+
+/* A body source whose read blocks (the port proxy's): each read runs on
+ * a handler thread into a buffer, and the event loop takes from that. */
+struct offload {
+        struct api_job job;
+        struct api_body_source src;
+        struct api_req *req;
+        char *buf;
+        size_t off, len;
+        ssize_t end; /* the source's end (< 0) once the buffer is out */
+        uint64_t pos;
+};
+
+static void offload_job(struct api_job *j)
+{
+        struct offload *o = container_of(j, struct offload, job);
+        ssize_t n = o->src.read(o->src.cls, o->pos, o->buf, o->src.block);
+        if (n > 0) {
+                o->off = 0;
+                o->len = (size_t)n;
+                o->pos += (uint64_t)n;
+        } else if (n < 0) {
+                o->end = n;
+        }
+        api_resume(o->req);
+}
+
+static ssize_t offload_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+        struct offload *o = cls;
+        (void)pos;
+        if (o->off < o->len) {
+                size_t n = MIN(max, o->len - o->off);
+                memcpy(out, o->buf + o->off, n);
+                o->off += n;
+                return (ssize_t)n;
+        }
+        if (o->end)
+                return o->end;
+        o->job.run = offload_job;
+        api_suspend(o->req);
+        workers_submit(&o->req->a->workers, &o->job);
+        return 0;
+}
+
+static void offload_free(void *cls)
+{
+        struct offload *o = cls;
+        o->src.free(o->src.cls);
+        free(o->buf);
+        free(o);
+}
+
+/* src wrapped so that its reads run on a handler thread; src is freed on
+ * failure. */
+static bool offload_wrap(struct api_req *req, struct api_body_source *src)
+{
+        struct offload *o = calloc(1, sizeof(*o));
+        char *buf = malloc(src->block ? src->block : 1);
+        if (!o || !buf) {
+                free(o);
+                free(buf);
+                src->free(src->cls);
+                return false;
+        }
+        *o = (struct offload){.src = *src, .req = req, .buf = buf};
+        *src = (struct api_body_source){
+            .read = offload_read, .free = offload_free, .cls = o, .block = src->block};
+        return true;
+}
+
+/* An upgraded connection is relayed on a handler thread. */
+struct upgrade_job {
+        struct api_job job;
+        struct api_upgrade up;
+        char *extra;
+        size_t extra_len;
+        int sock;
+        void *urh;
+};
+
+static void upgrade_job_run(struct api_job *j)
+{
+        struct upgrade_job *u = container_of(j, struct upgrade_job, job);
+        u->up.run(u->up.cls, u->extra, u->extra_len, u->sock, u->urh);
+        free(u->extra);
+        free(u);
+}
+
 static void upgrade_run(void *cls, struct MHD_Connection *connection, void *req_cls,
                         const char *extra_in, size_t extra_in_size, MHD_socket sock,
                         struct MHD_UpgradeResponseHandle *urh)
 {
-        struct api_upgrade *up = cls;
-        up->run(up->cls, extra_in, extra_in_size, sock, urh);
-        free(up);
+        struct upgrade_job *u = cls;
+        struct api_req *req = req_cls;
+        u->extra = malloc(extra_in_size ? extra_in_size : 1);
+        if (!u->extra || !req) {
+                MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+                u->up.free(u->up.cls);
+                free(u->extra);
+                free(u);
+                return;
+        }
+        if (extra_in_size)
+                memcpy(u->extra, extra_in, extra_in_size);
+        u->extra_len = extra_in_size;
+        u->sock = sock;
+        u->urh = urh;
+        u->job.run = upgrade_job_run;
+        workers_submit(&req->a->workers, &u->job);
 }
 
 /* A 101 whose connection resp's upgrade takes over. libmicrohttpd frees
@@ -200,13 +357,13 @@ static void upgrade_run(void *cls, struct MHD_Connection *connection, void *req_
  * upgrade's free runs from here, on failure. */
 static struct MHD_Response *upgrade_response(struct api_resp *resp)
 {
-        struct api_upgrade *up = malloc(sizeof(*up));
-        if (!up)
+        struct upgrade_job *u = calloc(1, sizeof(*u));
+        if (!u)
                 return NULL;
-        *up = resp->upgrade;
-        struct MHD_Response *r = MHD_create_response_for_upgrade(upgrade_run, up);
+        u->up = resp->upgrade;
+        struct MHD_Response *r = MHD_create_response_for_upgrade(upgrade_run, u);
         if (!r) {
-                free(up);
+                free(u);
                 return NULL;
         }
         resp->upgrade = (struct api_upgrade){0};
@@ -248,6 +405,10 @@ static enum MHD_Result respond(struct api *a, struct api_req *req, struct api_re
                 out_len = 0;
         } else if (resp->source.read) {
                 buf_free(&resp->body);
+                if (resp->source.blocks && !offload_wrap(req, &resp->source)) {
+                        buf_free(&resp->headers);
+                        return MHD_NO;
+                }
                 uint64_t len = resp->source_sized ? resp->source_len : MHD_SIZE_UNKNOWN;
                 r = MHD_create_response_from_callback(len, resp->source.block, resp->source.read,
                                                       resp->source.cls, resp->source.free);
@@ -296,16 +457,30 @@ static enum MHD_Result respond(struct api *a, struct api_req *req, struct api_re
         return ret;
 }
 
+static void head_job(struct api_job *j)
+{
+        struct api_req *req = container_of(j, struct api_req, job);
+        api_route_run(req->a, req, req->early);
+        if (req->stream) {
+                api_resp_free(req->early);
+                req->early = NULL;
+        }
+        req->phase = API_PH_HEAD_DONE;
+        api_resume(req);
+}
+
 /* The head is in: framing checks, the route, and for a streaming route
- * its stream, opened now from the headers alone. */
+ * its stream, opened now from the headers alone (on a handler thread). */
 static enum MHD_Result request_head(struct api *a, struct api_req *req, struct MHD_Connection *conn,
                                     const char *url, const char *method)
 {
         req->started = true;
+        req->a = a;
         req->conn = conn;
         req->method = method;
         req->path = url;
         req->started_us = mono_us();
+        buf_init(&req->chunk, 0);
         atomic_fetch_add(&a->metrics.requests, 1);
         atomic_fetch_add(&a->inflight, 1);
         conns_request_begin(&a->conns, conn);
@@ -324,31 +499,64 @@ static enum MHD_Result request_head(struct api *a, struct api_req *req, struct M
         buf_init(&req->body, (size_t)api_cap_bytes(a, api_route_held_cap(route)));
         if (!route || !route->streams || !req->match.method_ok || atomic_load(&a->draining))
                 return MHD_YES;
-        struct api_resp *er = resp_new();
-        if (!er)
+        if (!(req->early = api_resp_new()))
                 return MHD_NO;
         req->streaming = true;
-        api_route_run(a, req, er);
-        if (req->stream)
-                resp_free(er);
-        else
-                req->early = er;
+        defer_job(req, API_PH_HEAD_JOB, head_job);
         return MHD_YES;
 }
 
-static void request_body(struct api *a, struct api_req *req, const char *data, size_t len)
+static void chunk_job(struct api_job *j)
+{
+        struct api_req *req = container_of(j, struct api_req, job);
+        if (req->stream)
+                req->stream_ops->write(req->stream, req->chunk.data, req->chunk.len);
+        req->chunk.len = 0;
+        req->phase = API_PH_BODY;
+        api_resume(req);
+}
+
+static enum MHD_Result request_body(struct api *a, struct api_req *req, const char *data,
+                                    size_t len)
 {
         atomic_fetch_add(&a->metrics.bytes_in, len);
         if (req->streaming) {
-                if (req->stream)
+                if (req->stream && req->stream_ops->write_blocks) {
+                        if (buf_append(&req->chunk, data, len) < 0)
+                                return MHD_NO;
+                        defer_job(req, API_PH_CHUNK_JOB, chunk_job);
+                } else if (req->stream) {
                         req->stream_ops->write(req->stream, data, len);
+                }
         } else if (!req->body_too_large && buf_append(&req->body, data, len) < 0) {
                 req->body_too_large = true;
                 buf_free(&req->body);
         }
+        return MHD_YES;
 }
 
-/* The body is complete: answer. */
+static void end_job(struct api_job *j)
+{
+        struct api_req *req = container_of(j, struct api_req, job);
+        struct api *a = req->a;
+        struct api_resp *resp = api_resp_new();
+        if (!resp) {
+                api_answer(req, NULL);
+                return;
+        }
+        if (req->stream)
+                req->stream_ops->finish(a, TAKE_PTR(req->stream), resp);
+        else
+                api_route_run(a, req, resp);
+        if (resp->deferred) { /* a hold answers; req may be gone already */
+                api_resp_free(resp);
+                return;
+        }
+        api_answer(req, resp);
+}
+
+/* The body is complete: answer, at once when that is all known here, else
+ * from a handler thread. */
 static enum MHD_Result request_end(struct api *a, struct api_req *req)
 {
         struct api_resp resp = {.status = 500, .body_fd = -1};
@@ -358,15 +566,28 @@ static enum MHD_Result request_end(struct api *a, struct api_req *req)
                 free(req->early);
                 req->early = NULL;
         } else if (req->stream) {
-                req->stream_ops->finish(a, TAKE_PTR(req->stream), &resp);
+                defer_job(req, API_PH_END_JOB, end_job);
+                return MHD_YES;
         } else if (req->body_too_large) {
                 api_too_large(a, api_route_held_cap(req->match.route), &resp);
         } else if (atomic_load(&a->draining)) {
                 api_error(&resp, 503, "unavailable", "the server is shutting down");
         } else {
-                api_route_run(a, req, &resp);
+                defer_job(req, API_PH_END_JOB, end_job);
+                return MHD_YES;
         }
         return respond(a, req, &resp, false);
+}
+
+/* What a handler thread or a hold left to send. */
+static enum MHD_Result send_answer(struct api *a, struct api_req *req)
+{
+        struct api_resp *resp = TAKE_PTR(req->answer);
+        if (!resp)
+                return MHD_NO; /* nobody is there to answer */
+        struct api_resp r = *resp;
+        free(resp);
+        return respond(a, req, &r, false);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -379,10 +600,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 return MHD_NO; /* on_uri could not allocate */
         if (!req->started)
                 return request_head(a, req, conn, url, method);
-        if (*upload_data_size) {
-                request_body(a, req, upload_data, *upload_data_size);
-                *upload_data_size = 0;
+        switch (req->phase) {
+        case API_PH_HEAD_DONE: /* the head's call again, after its job */
+                req->phase = API_PH_BODY;
                 return MHD_YES;
+        case API_PH_ANSWER:
+                return send_answer(a, req);
+        case API_PH_BODY:
+                break;
+        default: /* a job runs: take nothing more meanwhile */
+                return MHD_YES;
+        }
+        if (*upload_data_size) {
+                size_t n = *upload_data_size;
+                *upload_data_size = 0;
+                return request_body(a, req, upload_data, n);
         }
         return request_end(a, req);
 }
@@ -434,29 +666,46 @@ int api_start(struct api *a, struct sbx_error *err)
         if (parse_listen(a->cfg.listen, &ss, &sl) < 0)
                 return sbx_error_set(err, EINVAL, "bad listen address '%s' (want ADDR:PORT)",
                                      a->cfg.listen);
-        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+        unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
                          MHD_USE_ERROR_LOG | MHD_USE_SUPPRESS_DATE_NO_CLOCK |
-                         MHD_USE_ITC /* for MHD_quiesce_daemon */ |
+                         MHD_USE_ITC /* resumes, and MHD_quiesce_daemon */ |
                          MHD_ALLOW_UPGRADE /* the port proxy's WebSockets */;
         if (ss.ss_family == AF_INET6)
                 flags |= MHD_USE_IPv6;
         int r = conns_start(&a->conns, a->cfg.request_head_timeout_ms);
         if (r < 0)
                 return sbx_error_set(err, -r, "start the connection watchdog");
+        /* Handler threads: a few kept, one more per job that finds none
+         * idle, as many at most as there can be connections. */
+        if ((r = workers_start(&a->workers, API_WORKERS_MIN,
+                               (unsigned)MAX(a->cfg.max_connections, API_WORKERS_MIN))) < 0) {
+                conns_stop(&a->conns);
+                return sbx_error_set(err, -r, "start the handler threads");
+        }
+        if ((r = holder_start(&a->holder)) < 0) {
+                workers_stop(&a->workers);
+                conns_stop(&a->conns);
+                return sbx_error_set(err, -r, "start the held requests' thread");
+        }
         unsigned per_ip =
             (unsigned)(a->cfg.max_connections_per_ip > 0 ? a->cfg.max_connections_per_ip
                                                          : MAX(a->cfg.max_connections / 4, 1));
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        unsigned loops = (unsigned)MIN(MAX(cpus, 1L), (long)API_EVENT_LOOPS_MAX);
         a->mhd = MHD_start_daemon(
             flags, 0, NULL, NULL, on_request, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
             MHD_OPTION_URI_LOG_CALLBACK, on_uri, a, MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
             MHD_OPTION_NOTIFY_CONNECTION, conns_notify, &a->conns, MHD_OPTION_CONNECTION_LIMIT,
             (unsigned)a->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
-            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-            /* Room for big upload chunks (fewer, larger writes), yet
-             * bounded: this is also the cap on a request's headers. */
-            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024), MHD_OPTION_THREAD_STACK_SIZE,
-            (size_t)(256 * 1024), MHD_OPTION_END);
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_THREAD_POOL_SIZE, loops,
+            /* Per connection: the request's head, and the read buffer
+             * body chunks come through. Also the cap on a head. */
+            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
+            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)MIN(a->cfg.max_connections, 65535),
+            MHD_OPTION_END);
         if (!a->mhd) {
+                holder_stop(&a->holder);
+                workers_stop(&a->workers);
                 conns_stop(&a->conns);
                 return sbx_error_set(err, EADDRINUSE, "cannot listen on %s", a->cfg.listen);
         }
@@ -479,10 +728,23 @@ int api_drain(struct api *a, int64_t grace_ms)
 
 void api_stop(struct api *a)
 {
-        if (a->mhd) {
-                atomic_store(&a->draining, true);
-                MHD_stop_daemon(a->mhd);
+        if (!a->mhd)
+                return;
+        atomic_store(&a->draining, true);
+        /* libmicrohttpd must not stop with a connection suspended: every
+         * hold answers (503) or lets go, every job ends, then it stops. */
+        holder_stop(&a->holder);
+        workers_stop(&a->workers);
+        int64_t deadline = mono_ms() + 5000;
+        while (atomic_load(&a->suspended) > 0 && mono_ms() < deadline)
+                sleep_ms(10);
+        if (atomic_load(&a->suspended) > 0) {
+                log_error("%d connections still suspended at the stop: left to the exit",
+                          atomic_load(&a->suspended));
                 a->mhd = NULL;
-                conns_stop(&a->conns);
+                return;
         }
+        MHD_stop_daemon(a->mhd);
+        a->mhd = NULL;
+        conns_stop(&a->conns);
 }

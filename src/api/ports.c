@@ -432,8 +432,11 @@ static void answer(struct proxy *p, const struct httpmsg_head *h, struct api_res
                 resp->source_len =
                     p->head_only && h->content_length >= 0 ? (uint64_t)h->content_length : p->left;
         }
-        resp->source = (struct api_body_source){
-            .read = proxy_read, .free = proxy_source_free, .cls = p, .block = PROXY_BLOCK};
+        resp->source = (struct api_body_source){.read = proxy_read,
+                                                .free = proxy_source_free,
+                                                .cls = p,
+                                                .block = PROXY_BLOCK,
+                                                .blocks = true};
 }
 
 static void proxy_finish(struct api *a, void *stream, struct api_resp *resp)
@@ -463,6 +466,7 @@ static const struct api_stream_ops proxy_ops = {
     .write = proxy_write,
     .finish = proxy_finish,
     .abort = proxy_abort,
+    .write_blocks = true, /* it waits for the server in the sandbox to take it */
 };
 
 /* ---------------------------------------------------------------- handlers */

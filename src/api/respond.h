@@ -13,20 +13,25 @@
 #include "../common/util.h"
 
 /* A body of unknown length, produced as it is sent (a process's stream):
- * read is called from the connection's thread whenever the client can take
- * more, and may block; it returns bytes put in buf (> 0), or libmicrohttpd's
- * end-of-stream (-1) or end-with-error (-2, the connection is cut). free is
- * called once, however the response ends (or when it was never sent). */
+ * read is called from libmicrohttpd's event loop whenever the client can
+ * take more and must not block (a reader that would wait suspends the
+ * connection: stream.c), unless `blocks` is set: then each read runs on a
+ * handler thread while the connection waits (the port proxy's). It
+ * returns bytes put in buf (> 0), 0 for nothing now (only after
+ * suspending), or libmicrohttpd's end-of-stream (-1) or end-with-error
+ * (-2, the connection is cut). free is called once, however the response
+ * ends (or when it was never sent). */
 struct api_body_source {
         ssize_t (*read)(void *cls, uint64_t pos, char *buf, size_t max);
         void (*free)(void *cls);
         void *cls;
         size_t block; /* the buffer size to ask for */
+        bool blocks;  /* read may block: run it on a handler thread */
 };
 
 /* A 101 answer after which the connection is the handler's (the port
  * proxy's WebSocket): run is called once with the client's socket and the
- * bytes already read past the head, from the connection's thread; it
+ * bytes already read past the head, on a handler thread; it
  * takes the handle and ends it with MHD_upgrade_action(CLOSE). free is
  * called instead when the answer is never sent. */
 struct api_upgrade {
@@ -48,6 +53,7 @@ struct api_resp {
         bool source_sized;             /* source: of source_len bytes (else unknown) */
         uint64_t source_len;
         struct api_upgrade upgrade; /* run set: a 101 that hands the connection over */
+        bool deferred;              /* api_defer: a hold answers, not this */
 };
 
 /* Add a header to resp (copied); -ENOMEM, -E2BIG. */

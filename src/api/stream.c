@@ -6,14 +6,17 @@
  * buffer; the exit and error frames carry agent fields and are rewritten
  * as JSON. The body is read only when the client can take more, so a slow
  * client leaves the agent's socket full, and the agent then stops reading
- * the process's pipe: that is the whole of the backpressure here.
+ * the process's pipe: that is the whole of the backpressure here. The
+ * reader never waits: with nothing to send it suspends the connection and
+ * arms its hold (hold.h) on the agent's socket, so a quiet stream costs no
+ * thread.
  *
  * The response holds the sandbox entered (mgr_enter) until it ends, so an
  * attached stream is a call in flight: the sandbox is not suspended under
  * it. It ends when the agent closes (after exit or error, or because the
  * sandbox stopped), when the client goes away (its socket is watched while
  * we wait), or within a second of the daemon starting to shut down. */
-#include <poll.h>
+#include <sys/epoll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -28,7 +31,6 @@
 
 #define STREAM_BLOCK (128u << 10)        /* what libmicrohttpd is asked to buffer */
 #define STREAM_KEEPALIVE_MS 15000        /* a frame at least this often */
-#define STREAM_TICK_MS 1000              /* how often a wait looks at the shutdown */
 #define STREAM_FRAME_WAIT_MS 10000       /* the rest of an exit or error frame */
 #define STREAM_CLIENT_SNDBUF (256 << 10) /* in flight towards the client */
 #define STEP_END (-100000)               /* step(): the last frame is out */
@@ -36,6 +38,9 @@
 
 struct stream_body {
         struct api *a;
+        struct api_req *req; /* its request, suspended while the hold is armed */
+        struct hold hold;
+        bool gone;          /* woken because the client hung up, or the stop */
         struct sandbox *sb; /* entered; left when the body is freed */
         int fd;             /* the agent connection */
         int client_fd;      /* the HTTP client's socket, for its hang-up; -1 unknown */
@@ -50,6 +55,10 @@ struct stream_body {
         bool done;     /* the last frame is in pend: end after it */
         bool cut;      /* ... or the response is cut: end with an error */
         int64_t last_ms;
+        uint8_t *last; /* an exit or error frame's payload, as it comes */
+        uint32_t last_len, last_got;
+        uint8_t last_type;
+        int64_t last_since;
 };
 
 /* ---------------------------------------------------------------- frames */
@@ -104,23 +113,6 @@ static json_t *start_json(const struct agent_stream_start *st)
 
 /* ------------------------------------------------------------ the agent */
 
-/* Wait for the agent's next bytes, the client's hang-up, a keepalive's
- * time, or the shutdown. 1: the agent has bytes; 0: look again (a
- * keepalive may be due); < 0: end the response (-EPIPE). */
-static int wait_agent(struct stream_body *s, int timeout_ms)
-{
-        struct pollfd p[2] = {{.fd = s->fd, .events = POLLIN},
-                              {.fd = s->client_fd, .events = POLLRDHUP}};
-        int n = poll(p, s->client_fd >= 0 ? 2 : 1, timeout_ms);
-        if (n < 0)
-                return errno == EINTR ? 0 : -EPIPE;
-        if (s->client_fd >= 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)))
-                return -ECONNRESET; /* the reader went away: let go of the agent */
-        if (atomic_load(&s->a->draining))
-                return -ESHUTDOWN; /* the client reconnects to the next daemon */
-        return n > 0 ? 1 : 0;
-}
-
 /* Up to len of the agent's bytes: > 0 got, 0 none now, -EPIPE it closed.
  * One recv() takes as much as there is (up to STREAM_IN), however small
  * its frames: a process that writes 4 KiB at a time costs one system call
@@ -145,39 +137,39 @@ static ssize_t recv_some(struct stream_body *s, void *buf, size_t len)
         return (ssize_t)k;
 }
 
-/* The whole of an exit or error frame's payload (small), with a deadline. */
-static int recv_payload(struct stream_body *s, uint8_t *out, uint32_t len)
+/* An exit or error frame: its payload is read as it comes (last_more),
+ * then rewritten as JSON into pend (last_done), and that is the end. */
+static int last_start(struct stream_body *s, uint8_t type, uint32_t len)
 {
-        int64_t deadline = mono_ms() + STREAM_FRAME_WAIT_MS;
-        uint32_t got = 0;
-        while (got < len) {
-                ssize_t n = recv_some(s, out + got, len - got);
-                if (n < 0)
-                        return -EPIPE;
-                got += (uint32_t)n;
-                if (n > 0)
-                        continue;
-                int64_t left = deadline - mono_ms();
-                if (left <= 0)
-                        return -ETIMEDOUT;
-                int w = wait_agent(s, (int)MIN(left, (int64_t)STREAM_TICK_MS));
-                if (w < 0)
-                        return w;
-        }
+        if (!(s->last = malloc(len ? len : 1)))
+                return -ENOMEM;
+        s->last_type = type;
+        s->last_len = len;
+        s->last_got = 0;
+        s->last_since = mono_ms();
         return 0;
 }
 
-/* An exit or error frame: rewritten as JSON into pend, and the end. */
-static int take_last_frame(struct stream_body *s, uint8_t type, uint32_t len)
+/* 1: the payload is whole; 0: more is to come; < 0: cut. */
+static int last_more(struct stream_body *s)
 {
-        _cleanup_free_ uint8_t *payload = malloc(len ? len : 1);
-        if (!payload)
-                return -ENOMEM;
-        int r = recv_payload(s, payload, len);
-        if (r < 0)
-                return r;
+        while (s->last_got < s->last_len) {
+                ssize_t n = recv_some(s, s->last + s->last_got, s->last_len - s->last_got);
+                if (n < 0)
+                        return -EPIPE;
+                if (n == 0)
+                        return 0;
+                s->last_got += (uint32_t)n;
+        }
+        return 1;
+}
+
+static int last_done(struct stream_body *s)
+{
+        _cleanup_free_ uint8_t *payload = TAKE_PTR(s->last);
+        uint32_t len = s->last_len;
         s->done = true;
-        if (type == AGENT_SF_ERROR) {
+        if (s->last_type == AGENT_SF_ERROR) {
                 struct sbx_error err = {0};
                 return pend_error(s, agent_stream_error_decode(payload, len, &err), &err);
         }
@@ -208,7 +200,7 @@ static int on_head(struct stream_body *s)
                 return buf_append(&s->pend, s->head, sizeof(s->head)) < 0 ? -ENOMEM : 0;
         }
         if (type == AGENT_SF_EXIT || type == AGENT_SF_ERROR)
-                return take_last_frame(s, type, len);
+                return last_start(s, type, len);
         return -EPROTO; /* start and keepalive are ours; nothing else exists */
 }
 
@@ -232,6 +224,14 @@ static ssize_t step(struct stream_body *s, char *buf, size_t max)
                 return (ssize_t)take_pend(s, buf, max);
         if (s->done)
                 return s->cut ? -EPIPE : STEP_END;
+        if (s->last) {
+                int r = last_more(s);
+                if (r <= 0)
+                        return r;
+                if ((r = last_done(s)) < 0)
+                        return r;
+                return step(s, buf, max);
+        }
         if (s->left > 0) {
                 ssize_t n = recv_some(s, buf, MIN(max, (size_t)s->left));
                 if (n > 0)
@@ -257,7 +257,7 @@ static bool end_gone(struct stream_body *s, ssize_t why)
         /* Only between two frames of ours: inside a data frame whose
          * bytes did not all come, the framing is lost and all we can do is
          * cut. */
-        if (why != -EPIPE || s->done || s->left > 0 || !mgr_sandbox_gone(s->sb))
+        if (why != -EPIPE || s->done || s->left > 0 || s->last || !mgr_sandbox_gone(s->sb))
                 return false;
         struct sbx_error err = {0};
         sbx_error_say(&err, ENOENT, "the sandbox was deleted while the stream ran");
@@ -281,22 +281,50 @@ static void cut(struct stream_body *s, ssize_t why)
         s->pend.len = s->pend_off = 0;
 }
 
-/* Nothing to send: wait for the agent, or queue a keepalive when one is
- * due. False when the response is to end. */
-static bool idle(struct stream_body *s)
+/* Nothing to send: queue a keepalive when one is due (1), else suspend
+ * the connection and arm the hold until the agent has bytes, the client
+ * hangs up or a keepalive is due (0); < 0 when the response is to end. */
+static int idle(struct stream_body *s)
 {
-        int64_t quiet = mono_ms() - s->last_ms;
-        if (quiet >= STREAM_KEEPALIVE_MS && s->left == 0 && s->head_got == 0)
-                return pend_frame(s, AGENT_SF_KEEPALIVE, NULL, 0) == 0;
-        int64_t wait = MIN((int64_t)STREAM_TICK_MS, STREAM_KEEPALIVE_MS - quiet);
-        return wait_agent(s, (int)MAX(wait, (int64_t)1)) >= 0;
+        int64_t now = mono_ms();
+        bool between = s->left == 0 && s->head_got == 0 && !s->last;
+        if (now - s->last_ms >= STREAM_KEEPALIVE_MS && between)
+                return pend_frame(s, AGENT_SF_KEEPALIVE, NULL, 0) == 0 ? 1 : -ENOMEM;
+        if (s->last && now - s->last_since > STREAM_FRAME_WAIT_MS)
+                return -ETIMEDOUT;
+        api_suspend(s->req);
+        int r = hold_arm(&s->a->holder, &s->hold, s->fd, EPOLLIN, s->client_fd);
+        if (r < 0)
+                api_resume(s->req);
+        return r;
 }
+
+static void stream_wake(struct hold *h, uint32_t events)
+{
+        struct stream_body *s = container_of(h, struct stream_body, hold);
+        if (events & (HOLD_CLIENT_GONE | HOLD_STOP))
+                s->gone = true;
+        api_resume(s->req);
+}
+
+static bool stream_tick(struct hold *h, int64_t now)
+{
+        struct stream_body *s = container_of(h, struct stream_body, hold);
+        return atomic_load(&s->a->draining) || now - s->last_ms >= STREAM_KEEPALIVE_MS ||
+               (s->last && now - s->last_since > STREAM_FRAME_WAIT_MS);
+}
+
+static const struct hold_ops stream_hold = {.wake = stream_wake, .tick = stream_tick};
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
         struct stream_body *s = cls;
         size_t used = 0;
         (void)pos;
+        if (s->gone) /* the reader went away: let go of the agent */
+                cut(s, -ECONNRESET);
+        else if (atomic_load(&s->a->draining)) /* the client reconnects to the next daemon */
+                cut(s, -ESHUTDOWN);
         for (;;) {
                 ssize_t n = used < max ? step(s, buf + used, max - used) : 0;
                 if (n > 0) {
@@ -311,8 +339,15 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
                         cut(s, n); /* what is already in buf goes first */
                 if (used)
                         break;
-                if (n < 0 || !idle(s))
+                if (n < 0)
                         return MHD_CONTENT_READER_END_WITH_ERROR;
+                int w = idle(s);
+                if (w > 0)
+                        continue;
+                if (w == 0)
+                        return 0; /* suspended: called again once woken */
+                cut(s, w);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         s->last_ms = mono_ms();
         atomic_fetch_add(&s->a->metrics.bytes_out, used);
@@ -324,6 +359,7 @@ static void stream_free(void *cls)
         struct stream_body *s = cls;
         close_fd(&s->fd);
         free(s->in);
+        free(s->last);
         buf_free(&s->pend);
         mgr_leave(s->a->mgr, s->sb);
         free(s);
@@ -334,11 +370,9 @@ static void stream_free(void *cls)
  * (docs/api.md, "Reconnecting"). */
 static int client_socket(struct api_req *req)
 {
-        const union MHD_ConnectionInfo *ci =
-            MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (!ci)
+        int fd = api_client_fd(req);
+        if (fd < 0)
                 return -1;
-        int fd = ci->connect_fd;
         int sndbuf = STREAM_CLIENT_SNDBUF;
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
         return fd;
@@ -374,7 +408,12 @@ void dataplane_stream(struct api_call *c, struct api_resp *resp)
                 api_error(resp, 503, "unavailable", "out of memory");
                 return;
         }
-        *s = (struct stream_body){.a = a, .fd = fd, .client_fd = client_socket(c->req), .in = in};
+        *s = (struct stream_body){.a = a,
+                                  .req = c->req,
+                                  .hold.ops = &stream_hold,
+                                  .fd = fd,
+                                  .client_fd = client_socket(c->req),
+                                  .in = in};
         snprintf(s->id, sizeof(s->id), "%s", c->id);
         buf_init(&s->pend, 0);
         r = pend_json(s, AGENT_SF_START, start_json(&st));

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -526,10 +527,33 @@ static int serve_open(struct serve *sv)
         return 0;
 }
 
+/* Room for max_connections held requests: each is the client's socket
+ * and, while it waits on a sandbox, the agent's. The soft limit goes up to
+ * that, and the hard one with it where the daemon may (CAP_SYS_RESOURCE,
+ * up to fs.nr_open); short of it, a warning names what is missing. */
+static void raise_nofile(const struct serve *sv)
+{
+        rlim_t want = (rlim_t)sv->s.max_connections * 2 + 4096;
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+                return;
+        struct rlimit up = {.rlim_cur = want, .rlim_max = MAX(want, rl.rlim_max)};
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+                return;
+        up = (struct rlimit){.rlim_cur = rl.rlim_max, .rlim_max = rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &up) < 0)
+                up.rlim_cur = rl.rlim_cur;
+        log_warn("open files: %llu allowed, %llu wanted for max_connections %lld: held requests "
+                 "past that are refused",
+                 (unsigned long long)up.rlim_cur, (unsigned long long)want,
+                 (long long)sv->s.max_connections);
+}
+
 /* Serve until SIGTERM or SIGINT; SIGHUP loads the keys again. */
 static int serve_run(struct serve *sv)
 {
         struct sbx_error err = {0};
+        raise_nofile(sv);
         int r = api_start(sv->api, &err);
         if (r < 0) {
                 log_error("%s", err.msg);

@@ -4,12 +4,10 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include "jwt.h"
 
-#define MAC_LEN 32
+#define MAC_LEN KEYS_HMAC_LEN
 #define PAYLOAD_MAX (1 + SBX_NAME_MAX + 1 + SBX_NAME_MAX + 8 + 8)
 
 static void put_u64(unsigned char *p, uint64_t v)
@@ -28,12 +26,7 @@ static uint64_t get_u64(const unsigned char *p)
 
 static int mac(const struct keyring *kr, const char *data, size_t len, unsigned char out[MAC_LEN])
 {
-        unsigned int out_len = 0;
-        if (!HMAC(EVP_sha256(), keyring_cred_key(kr), KEYS_CRED_KEY_LEN,
-                  (const unsigned char *)data, len, out, &out_len) ||
-            out_len != MAC_LEN)
-                return -EIO;
-        return 0;
+        return keys_hmac(keyring_cred_hmac(kr), data, len, out);
 }
 
 static size_t payload_encode(const char *dep, const char *name, uint64_t id, int64_t exp_ms,

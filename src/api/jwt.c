@@ -10,7 +10,6 @@
 #include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #define ED25519_SIG_LEN 64
 #define ES256_SIG_LEN 64
@@ -177,16 +176,11 @@ static bool es256_verify(EVP_PKEY *pkey, const char *data, size_t len, const uns
         return ok;
 }
 
-static bool hs256_verify(const unsigned char *secret, size_t secret_len, const char *data,
-                         size_t len, const unsigned char *sig, size_t sig_len)
+static bool hs256_verify(const struct keys_hmac *hmac, const char *data, size_t len,
+                         const unsigned char *sig, size_t sig_len)
 {
-        unsigned char mac[EVP_MAX_MD_SIZE];
-        unsigned int mac_len = 0;
-        if (sig_len != HS256_SIG_LEN || secret_len > INT32_MAX)
-                return false;
-        if (!HMAC(EVP_sha256(), secret, (int)secret_len, (const unsigned char *)data, len, mac,
-                  &mac_len) ||
-            mac_len != HS256_SIG_LEN)
+        unsigned char mac[KEYS_HMAC_LEN];
+        if (sig_len != HS256_SIG_LEN || keys_hmac(hmac, data, len, mac) < 0)
                 return false;
         /* Constant time: a timing oracle would let a forger find the MAC
          * byte by byte. */
@@ -211,7 +205,7 @@ static bool key_verify(const struct keyring_key *k, enum key_alg alg, const char
         case KEY_ALG_ES256:
                 return k->pkey && es256_verify(k->pkey, data, len, sig, sig_len);
         case KEY_ALG_HS256:
-                return k->secret && hs256_verify(k->secret, k->secret_len, data, len, sig, sig_len);
+                return k->hmac && hs256_verify(k->hmac, data, len, sig, sig_len);
         }
         return false;
 }

@@ -12,6 +12,7 @@
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/objects.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
@@ -31,8 +32,67 @@ struct keyring {
         const struct keyring_key *signer;
         unsigned char *hs256;
         size_t hs256_size; /* allocated bytes */
+        struct keys_hmac *hs256_hmac;
         unsigned char cred_key[KEYS_CRED_KEY_LEN];
+        struct keys_hmac *cred_hmac;
 };
+
+/* ---- prepared HMAC contexts ----
+ *
+ * HMAC_CTX rather than EVP_MAC: copying a prepared HMAC_CTX into a fresh
+ * one costs less per MAC than EVP_MAC_CTX_dup, which also duplicates the
+ * raw key. OpenSSL 3 marks HMAC_CTX deprecated, hence the pragmas. */
+
+struct keys_hmac {
+        HMAC_CTX *ctx; /* initialised with the key; only ever copied from */
+};
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+/* HMAC_CTX_free wipes the key-derived digest states. */
+static void hmac_free(struct keys_hmac *h)
+{
+        if (h) {
+                HMAC_CTX_free(h->ctx);
+                free(h);
+        }
+}
+
+static int hmac_prepare(const unsigned char *key, size_t len, struct keys_hmac **ret)
+{
+        struct keys_hmac *h = calloc(1, sizeof(*h));
+        if (!h)
+                return -ENOMEM;
+        h->ctx = HMAC_CTX_new();
+        if (!h->ctx || len > INT32_MAX ||
+            HMAC_Init_ex(h->ctx, key, (int)len, EVP_sha256(), NULL) != 1) {
+                hmac_free(h);
+                return -EIO;
+        }
+        *ret = h;
+        return 0;
+}
+
+int keys_hmac(const struct keys_hmac *h, const void *data, size_t len,
+              unsigned char out[KEYS_HMAC_LEN])
+{
+        if (!h)
+                return -EIO;
+        HMAC_CTX *c = HMAC_CTX_new();
+        unsigned int n = 0;
+        bool ok = c && HMAC_CTX_copy(c, h->ctx) == 1 && HMAC_Update(c, data, len) == 1 &&
+                  HMAC_Final(c, out, &n) == 1 && n == KEYS_HMAC_LEN;
+        HMAC_CTX_free(c);
+        if (!ok) {
+                OPENSSL_cleanse(out, KEYS_HMAC_LEN);
+                ERR_clear_error();
+                return -EIO;
+        }
+        return 0;
+}
+
+#pragma GCC diagnostic pop
 
 /* ---- small file helpers ---- */
 
@@ -404,8 +464,12 @@ static int hs256_load(const char *path, struct keyring *kr, struct sbx_error *er
         r = keyring_add(kr, KEY_ALG_HS256, false, "", NULL, err);
         if (r < 0)
                 return r;
+        r = hmac_prepare(kr->hs256, len, &kr->hs256_hmac);
+        if (r < 0)
+                return sbx_error_set(err, -r, "HS256 secret: HMAC context");
         kr->keys[kr->n - 1].secret = kr->hs256;
         kr->keys[kr->n - 1].secret_len = len;
+        kr->keys[kr->n - 1].hmac = kr->hs256_hmac;
         return 0;
 }
 
@@ -488,6 +552,11 @@ int keys_load(const char *state_dir, const struct keys_external_config *ext, str
         int r = keys_dir_open(state_dir, true, LOCK_EX, &dfd, err);
         if (r == 0)
                 r = cred_key_load(dfd, kr->cred_key, err);
+        if (r == 0) {
+                r = hmac_prepare(kr->cred_key, sizeof(kr->cred_key), &kr->cred_hmac);
+                if (r < 0)
+                        r = sbx_error_set(err, -r, "`" CRED_FILE "`: HMAC context");
+        }
         if (r == 0 && !(ext && ext->disable_local_issuer))
                 r = local_issuer_load(dfd, kr, err);
         if (r == 0)
@@ -515,6 +584,8 @@ void keyring_free(struct keyring *kr)
         for (size_t i = 0; i < kr->n; i++)
                 EVP_PKEY_free(kr->keys[i].pkey);
         secret_free(kr->hs256, kr->hs256_size);
+        hmac_free(kr->hs256_hmac);
+        hmac_free(kr->cred_hmac);
         OPENSSL_cleanse(kr, sizeof(*kr));
         free(kr);
 }
@@ -537,6 +608,11 @@ const struct keyring_key *keyring_signer(const struct keyring *kr)
 const unsigned char *keyring_cred_key(const struct keyring *kr)
 {
         return kr->cred_key;
+}
+
+const struct keys_hmac *keyring_cred_hmac(const struct keyring *kr)
+{
+        return kr ? kr->cred_hmac : NULL;
 }
 
 bool keyring_has_alg(const struct keyring *kr, enum key_alg alg)

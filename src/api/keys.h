@@ -31,6 +31,12 @@
 #define KEYS_HS256_MAX_LEN 4096
 #define KEYS_MAX_OWN 64      /* signing keys kept in the directory */
 #define KEYS_MAX_EXTERNAL 32 /* external public key files */
+#define KEYS_HMAC_LEN 32     /* HMAC-SHA256 output */
+
+/* A key's HMAC-SHA256 context, prepared once when the keyring is loaded
+ * (the key schedule done) and freed with it. Never updated in place: each
+ * use works on a copy, so any number of threads may use it at once. */
+struct keys_hmac;
 
 /* Operator configuration of external issuers; all optional. */
 struct keys_external_config {
@@ -59,6 +65,7 @@ struct keyring_key {
         EVP_PKEY *pkey;              /* EdDSA / ES256 (public part used) */
         const unsigned char *secret; /* HS256 only */
         size_t secret_len;
+        const struct keys_hmac *hmac; /* HS256 only: prepared from secret */
 };
 
 struct keyring;
@@ -78,6 +85,12 @@ const struct keyring_key *keyring_get(const struct keyring *kr, size_t i);
 const struct keyring_key *keyring_signer(const struct keyring *kr);
 /* KEYS_CRED_KEY_LEN bytes. */
 const unsigned char *keyring_cred_key(const struct keyring *kr);
+/* The credential key's prepared HMAC context. */
+const struct keys_hmac *keyring_cred_hmac(const struct keyring *kr);
+/* HMAC-SHA256 of data under a prepared key, into out. 0, or -EIO (out
+ * then cleared). */
+int keys_hmac(const struct keys_hmac *h, const void *data, size_t len,
+              unsigned char out[KEYS_HMAC_LEN]);
 /* Whether some key verifies tokens of this algorithm. */
 bool keyring_has_alg(const struct keyring *kr, enum key_alg alg);
 

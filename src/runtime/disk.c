@@ -39,8 +39,8 @@
 #include <sys/stat.h>
 
 #define DISK_IMAGE "disk.img"
-#define DISK_SPARE_DIR ".disk-spare"
-#define DISK_SPARES 4 /* spare images kept per size */
+#define DISK_SPARE_DIR ".disk-spare-" /* + the driver's name */
+#define DISK_SPARES 4                 /* spare images kept per size */
 #define DISK_MIN_BYTES (16ULL << 20)
 #define DISK_BUSY_WAIT_MS 5000
 #define DISK_ERR_MAX 200
@@ -190,19 +190,25 @@ static int copy_template(int tpl, int dirfd, const char *tmp, const char *name, 
  *
  * Copying and syncing a fresh image is most of a cold start's disk cost
  * (the sync alone ~10 ms here), so images of the sizes in use are made
- * ahead of time, off the start path: <sandboxes>/.disk-spare/<bytes>-<tag>.img,
- * each complete (synced, renamed into place) before it can be taken. A
- * start takes one by renaming it to its <dir>/disk.img (RENAME_NOREPLACE:
- * two launchers never get the same one); a start that finds none makes
- * its own, as before. A spare holds no sandbox's data, ever. */
+ * ahead of time, off the start path, each driver's in a directory of its
+ * own: <sandboxes>/.disk-spare-<driver>/<bytes>-<tag>.img, each complete
+ * (synced, renamed into place) before it can be taken. One driver's filler
+ * never counts, removes or takes another's. A start takes one of its
+ * driver's by renaming it to its <dir>/disk.img (RENAME_NOREPLACE: two
+ * launchers never get the same one); a start that finds none makes its
+ * own, as before. A spare holds no sandbox's data, ever. */
 
-static int spare_dir(int parent, bool create, struct sbx_error *err)
+static int spare_dir(int parent, const char *driver, bool create, struct sbx_error *err)
 {
-        if (create && mkdirat(parent, DISK_SPARE_DIR, 0700) < 0 && errno != EEXIST)
-                return sbx_error_set(err, errno, "create %s", DISK_SPARE_DIR);
-        int fd = openat(parent, DISK_SPARE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        char name[64];
+        if (!driver || !*driver || strchr(driver, '/') ||
+            snprintf(name, sizeof(name), DISK_SPARE_DIR "%s", driver) >= (int)sizeof(name))
+                return sbx_error_set(err, EINVAL, "spare images: bad driver name");
+        if (create && mkdirat(parent, name, 0700) < 0 && errno != EEXIST)
+                return sbx_error_set(err, errno, "create %s", name);
+        int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0 && (create || errno != ENOENT))
-                return sbx_error_set(err, errno, "open %s", DISK_SPARE_DIR);
+                return sbx_error_set(err, errno, "open %s", name);
         return fd;
 }
 
@@ -219,9 +225,9 @@ static uint64_t spare_size(const char *name)
 }
 
 /* Rename a spare of `bytes` to <dirfd>/disk.img. 0 taken, -ENOENT none. */
-static int spare_take(int parent, int dirfd, uint64_t bytes)
+static int spare_take(int parent, const char *driver, int dirfd, uint64_t bytes)
 {
-        _cleanup_close_ int sd = spare_dir(parent, false, NULL);
+        _cleanup_close_ int sd = spare_dir(parent, driver, false, NULL);
         if (sd < 0)
                 return -ENOENT;
         DIR *d = fdopendir(dup(sd));
@@ -262,14 +268,14 @@ static unsigned spare_count(int sd, uint64_t bytes, const uint64_t *sizes, size_
         return n;
 }
 
-static int spares_fill(const char *sandboxes, const uint64_t *sizes, size_t n_sizes, unsigned want,
-                       struct sbx_error *err)
+static int spares_fill(const char *sandboxes, const char *driver, const uint64_t *sizes,
+                       size_t n_sizes, unsigned want, struct sbx_error *err)
 {
         _cleanup_close_ int parent =
             open(sandboxes, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (parent < 0)
                 return sbx_error_set(err, errno, "open `%s`", sandboxes);
-        _cleanup_close_ int sd = spare_dir(parent, true, err);
+        _cleanup_close_ int sd = spare_dir(parent, driver, true, err);
         if (sd < 0)
                 return sd;
         static unsigned seq;
@@ -304,17 +310,17 @@ static void *spares_main(void *arg)
                 memcpy(sizes, sp->sizes, sizeof(sizes));
                 pthread_mutex_unlock(&sp->lock);
                 struct sbx_error e = {0};
-                if (spares_fill(sp->dir, sizes, n, DISK_SPARES, &e) < 0)
-                        log_warn("spare disk images: %s", e.msg);
+                if (spares_fill(sp->dir, sp->driver, sizes, n, DISK_SPARES, &e) < 0)
+                        log_warn("spare disk images (%s): %s", sp->driver, e.msg);
                 pthread_mutex_lock(&sp->lock);
         }
         pthread_mutex_unlock(&sp->lock);
         return NULL;
 }
 
-void disk_spares_init(struct disk_spares *sp)
+void disk_spares_init(struct disk_spares *sp, const char *driver)
 {
-        *sp = (struct disk_spares){0};
+        *sp = (struct disk_spares){.driver = driver};
         pthread_mutex_init(&sp->lock, NULL);
         pthread_cond_init(&sp->wake, NULL);
 }
@@ -355,12 +361,12 @@ void disk_spares_stop(struct disk_spares *sp)
 
 /* Make <dir>/disk.img: a spare, or a sparse copy of the formatted
  * template; whole either way, so a half-made image is never used. */
-static int create_image(int dirfd, uint64_t bytes, struct sbx_error *err)
+static int create_image(int dirfd, const char *driver, uint64_t bytes, struct sbx_error *err)
 {
         _cleanup_close_ int parent = openat(dirfd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (parent < 0)
                 return sbx_error_set(err, errno, "open the sandboxes directory");
-        if (spare_take(parent, dirfd, bytes) == 0)
+        if (spare_take(parent, driver, dirfd, bytes) == 0)
                 return 1;
         _cleanup_close_ int tpl = open_template(parent, bytes, err);
         if (tpl < 0)
@@ -434,7 +440,8 @@ static int attach_loop(int img_fd, struct ns_disk *disk, struct sbx_error *err)
         return sbx_error_set(err, EBUSY, "no loop device could be claimed");
 }
 
-int disk_prepare(int dirfd, const struct rt_spec *spec, struct ns_disk *disk, struct sbx_error *err)
+int disk_prepare(int dirfd, const struct rt_spec *spec, const char *driver, struct ns_disk *disk,
+                 struct sbx_error *err)
 {
         *disk = (struct ns_disk){.loop_fd = -1};
         struct stat st;
@@ -450,7 +457,7 @@ int disk_prepare(int dirfd, const struct rt_spec *spec, struct ns_disk *disk, st
                 if (bytes < DISK_MIN_BYTES)
                         return sbx_error_set(err, EINVAL, "disk limit %" PRIu64 " below 16 MiB",
                                              bytes);
-                int r = create_image(dirfd, bytes, err);
+                int r = create_image(dirfd, driver, bytes, err);
                 if (r < 0)
                         return r;
         }

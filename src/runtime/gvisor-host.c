@@ -209,7 +209,7 @@ int gv_host_mount(int dirfd, const struct rt_spec *spec, struct sbx_error *err)
         if (r < 0)
                 return r;
         struct ns_disk disk;
-        if ((r = disk_prepare(dirfd, spec, &disk, err)) < 0)
+        if ((r = disk_prepare(dirfd, spec, rt_gvisor_driver.name, &disk, err)) < 0)
                 return r;
         if (disk.active) {
                 if (mkdirat(dirfd, "disk", 0700) < 0 && errno != EEXIST)

@@ -294,7 +294,7 @@ static int gv_open(const struct rt_config *cfg, void **ret, struct sbx_error *er
                 return sbx_error_set(err, ENAMETOOLONG, "state dir `%s`", cfg->state_dir);
         if (mkdir(g->state, 0700) < 0 && errno != EEXIST)
                 return sbx_error_set(err, errno, "create `%s`", g->state);
-        disk_spares_init(&g->spares);
+        disk_spares_init(&g->spares, rt_gvisor_driver.name);
         reaper_init(&g->reaper, "gvisor");
         *ret = TAKE_PTR(g);
         return 0;

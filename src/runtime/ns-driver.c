@@ -141,7 +141,7 @@ static int ns_open(const struct rt_config *cfg, void **ret, struct sbx_error *er
         if (r < 0)
                 return r;
         rt->cg = ctx.cg;
-        disk_spares_init(&rt->spares);
+        disk_spares_init(&rt->spares, rt_ns_driver.name);
         reaper_init(&rt->reaper, "ns");
         *ret = TAKE_PTR(rt);
         return 0;

@@ -248,7 +248,7 @@ static int prepare_dir(struct launch *L, struct sbx_error *err)
         const struct rt_spec *s = L->spec;
         /* The writable layer: on its own capped filesystem, or upper/ and
          * work/ right here. */
-        int r = disk_prepare(L->dirfd, s, &L->disk, err);
+        int r = disk_prepare(L->dirfd, s, rt_ns_driver.name, &L->disk, err);
         if (r < 0)
                 return r;
         if (L->disk.active)

@@ -1,10 +1,11 @@
 // Sandbox disks. A sandbox's capped writable layer is an ext4 image, and
 // images of the sizes in use are made ahead of the starts that take them
-// (<state>/sandboxes/.disk-spare). A new sandbox takes a spare (the very
-// file), the spares are topped up again, a spare never carries one
-// sandbox's files into another, spares of a size no longer in use go, and
-// a copy cut short by a crash is never taken. A delete renames the dir
-// away and a reaper removes it (.trash-<driver>).
+// (<state>/sandboxes/.disk-spare-<driver>, one dir per driver). A new
+// sandbox takes a spare (the very file), the spares are topped up again,
+// a spare never carries one sandbox's files into another, spares of a
+// size no longer in use go, and a copy cut short by a crash is never
+// taken. A delete renames the dir away and a reaper removes it
+// (.trash-<driver>).
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { readdirSync, statSync, existsSync, writeFileSync, mkdirSync } from "node:fs";
@@ -18,7 +19,9 @@ const d = new Daemon({ args: args("10G") });
 after(() => d.destroy());
 
 const sandboxes = () => join(d.state, "sandboxes");
-const spareDir = () => join(sandboxes(), ".disk-spare");
+// Each driver's spares are its own (.disk-spare-<driver>).
+const spareDir = () => join(sandboxes(), GVISOR ? ".disk-spare-gvisor" : ".disk-spare-ns");
+const otherSpareDir = () => join(sandboxes(), GVISOR ? ".disk-spare-ns" : ".disk-spare-gvisor");
 const spares = (bytes) =>
   existsSync(spareDir()) ? readdirSync(spareDir()).filter((n) => n.startsWith(`${bytes}-`) && n.endsWith(".img")) : [];
 const inode = (p) => statSync(p).ino;
@@ -44,6 +47,7 @@ test("a new sandbox takes a spare image, spares are topped up, none carries anot
   // The first start of a size has the spares of that size made.
   await until(() => spares(10 * GIB).length === 4);
   assert.ok(!existsSync(join(spareDir(), ".copy.tmp")), "the cut-short copy was removed");
+  assert.ok(!existsSync(otherSpareDir()), "the other driver, which started nothing, made no spares");
   const ready = new Map(spares(10 * GIB).map((n) => [inode(join(spareDir(), n)), n]));
 
   await c.sh("first", "echo secret > /workspace/mine && sync");

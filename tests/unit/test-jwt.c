@@ -1107,6 +1107,114 @@ static void test_cred_malformed(void **state)
         assert_null(c);
 }
 
+/* The prepared HMAC contexts are only ever copied: were one updated in
+ * place, a MAC would carry the bytes of the one before it. So MACs of
+ * different messages alternate, a wrong MAC after a right one is refused
+ * and the right one still passes after it, from one thread and from two. */
+struct hmac_job {
+        const struct keys_hmac *h;
+        const unsigned char *key;
+        size_t shift; /* where in msg this thread's messages start */
+        pthread_barrier_t *start;
+        int failures;
+};
+
+static const unsigned char hmac_msg[] = "two messages interleaved, MAC'd under one shared context";
+
+static int hmac_check(const struct keys_hmac *h, const unsigned char *key, const void *data,
+                      size_t len)
+{
+        unsigned char want[KEYS_HMAC_LEN], got[KEYS_HMAC_LEN];
+        unsigned int n = 0;
+        assert_non_null(HMAC(EVP_sha256(), key, KEYS_CRED_KEY_LEN, data, len, want, &n));
+        return keys_hmac(h, data, len, got) == 0 && !memcmp(want, got, sizeof(got)) ? 0 : 1;
+}
+
+static void *hmac_thread(void *arg)
+{
+        struct hmac_job *job = arg;
+        pthread_barrier_wait(job->start);
+        for (int i = 0; i < 20000; i++) {
+                size_t len = (size_t)i % (sizeof(hmac_msg) - job->shift);
+                job->failures += hmac_check(job->h, job->key, hmac_msg + job->shift, len);
+        }
+        return NULL;
+}
+
+static void test_hmac_not_in_place(void **state)
+{
+        struct fixture *f = *state;
+        const struct keys_hmac *h = keyring_cred_hmac(f->kr);
+        const unsigned char *key = keyring_cred_key(f->kr);
+        assert_non_null(h);
+        for (size_t len = 0; len < sizeof(hmac_msg); len++) {
+                assert_int_equal(hmac_check(h, key, hmac_msg, len), 0);
+                assert_int_equal(hmac_check(h, key, hmac_msg + 1, len / 2), 0);
+        }
+        pthread_barrier_t start;
+        struct hmac_job jobs[2] = {{h, key, 0, &start, 0}, {h, key, 3, &start, 0}};
+        pthread_t th[ARRAY_SIZE(jobs)];
+        assert_int_equal(pthread_barrier_init(&start, NULL, ARRAY_SIZE(jobs)), 0);
+        for (size_t i = 0; i < ARRAY_SIZE(jobs); i++)
+                assert_int_equal(pthread_create(&th[i], NULL, hmac_thread, &jobs[i]), 0);
+        for (size_t i = 0; i < ARRAY_SIZE(jobs); i++) {
+                assert_int_equal(pthread_join(th[i], NULL), 0);
+                assert_int_equal(jobs[i].failures, 0);
+        }
+        pthread_barrier_destroy(&start);
+
+        /* Credentials: two interleaved, then a forged MAC between good ones. */
+        char *c1 = NULL, *c2 = NULL;
+        assert_int_equal(cred_mint(f->kr, DEP, NAME, 1, EXP_MS, &c1, NULL), 0);
+        assert_int_equal(cred_mint(f->kr, DEP, "thread-43", 2, EXP_MS, &c2, NULL), 0);
+        struct cred_claims out;
+        for (int i = 0; i < 3; i++) {
+                assert_int_equal(cred_verify(f->kr, c1, 0, &out, NULL), 0);
+                assert_true(cred_matches(&out, DEP, NAME, 1));
+                assert_int_equal(cred_verify(f->kr, c2, 0, &out, NULL), 0);
+                assert_true(cred_matches(&out, DEP, "thread-43", 2));
+        }
+        char *forged = strdup(c1);
+        size_t fl = strlen(forged);
+        forged[fl - 2] = forged[fl - 2] == 'A' ? 'B' : 'A';
+        assert_int_equal(cred_verify(f->kr, forged, 0, NULL, NULL), -EACCES);
+        assert_int_equal(cred_verify(f->kr, c1, 0, NULL, NULL), 0);
+        assert_int_equal(cred_verify(f->kr, forged, 0, NULL, NULL), -EACCES);
+
+        /* HS256: the same for its secret's context. */
+        static const char secret[] = "another shared secret, 32 bytes or more";
+        char path[512];
+        path_in(f, "hs.secret", path);
+        write_file(path, secret, strlen(secret));
+        struct keys_external_config ext = {.hs256_secret_file = path};
+        reload(f, &ext);
+        struct signer hs = {.alg = T_HS256,
+                            .secret = (const unsigned char *)secret,
+                            .secret_len = strlen(secret)},
+                      wrong = {.alg = T_HS256,
+                               .secret = (const unsigned char *)"a different secret of 32 bytes!!",
+                               .secret_len = 32};
+        char *pl1 = payload_json(ISS, NOW, NOW + 600), *pl2 = payload_json(ISS, NOW - 5, NOW + 60);
+        char *t1 = make_token("{\"alg\":\"HS256\"}", pl1, &hs),
+             *t2 = make_token("{\"alg\":\"HS256\",\"typ\":\"JWT\"}", pl2, &hs),
+             *bad = make_token("{\"alg\":\"HS256\"}", pl1, &wrong);
+        for (int i = 0; i < 3; i++) {
+                assert_int_equal(verify(f, t1), 0);
+                assert_int_equal(verify(f, t2), 0);
+        }
+        assert_int_equal(verify(f, bad), -EACCES);
+        assert_int_equal(verify(f, t1), 0);
+        assert_int_equal(verify(f, bad), -EACCES);
+        free(bad);
+        free(t2);
+        free(t1);
+        free(pl2);
+        free(pl1);
+        free(forged);
+        free(c2);
+        free(c1);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1122,6 +1230,7 @@ int main(void)
             T(test_concurrent_verify), cmocka_unit_test(test_b64url),
             T(test_cred_round_trip),   T(test_cred_expiry),
             T(test_cred_tampered),     T(test_cred_malformed),
+            T(test_hmac_not_in_place),
 #undef T
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

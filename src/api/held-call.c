@@ -14,7 +14,7 @@
 #include "api-internal.h"
 #include "dataplane.h"
 
-#define HELD_SPIN_MS 3            /* how long a quick call is waited for in place */
+#define HELD_SPIN_MS 3               /* how long a quick call is waited for in place */
 #define HELD_BIG_ANSWER (256u << 10) /* a bigger answer is turned into JSON off the holder */
 
 struct held_call {
@@ -70,8 +70,8 @@ static void held_wake(struct hold *hd, uint32_t events)
                 h->r = sbx_error_set(&h->err, ETIMEDOUT, "agent: no answer in time");
         } else {
                 int r = agent_pending_read(&h->p, &h->err);
-                if (r == 0 && hold_arm(&h->a->holder, &h->hold, h->p.fd, EPOLLIN,
-                                       api_client_fd(h->req)) == 0)
+                if (r == 0 &&
+                    hold_arm(&h->a->holder, &h->hold, h->p.fd, EPOLLIN, api_client_fd(h->req)) == 0)
                         return; /* more is to come */
                 h->r = r == 0 ? -ESHUTDOWN : (r < 0 ? r : 0);
                 if (r > 0 && h->p.len > HELD_BIG_ANSWER) {
@@ -124,8 +124,9 @@ void dataplane_hold_call(struct api_call *c, struct agent_pending *p, int64_t wa
         api_defer(resp);
         int r = hold_arm(&h->a->holder, &h->hold, h->p.fd, EPOLLIN, api_client_fd(h->req));
         if (r < 0) {
-                h->r = r == -ESHUTDOWN ? r : sbx_error_set(&h->err, -r, "hold the call: %s",
-                                                           strerror(-r));
+                h->r = r == -ESHUTDOWN
+                           ? r
+                           : sbx_error_set(&h->err, -r, "hold the call: %s", strerror(-r));
                 finish(h);
         }
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "../common/log.h"
@@ -21,6 +22,7 @@
 #define API_WORKERS_MIN 4
 #define API_EVENT_LOOPS_MAX 4
 #define API_CONN_MEMORY (32u << 10)
+#define API_FD_RESERVE 1024 /* descriptors kept for the daemon itself */
 
 const char *api_query(struct api_req *req, const char *key)
 {
@@ -659,6 +661,24 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen
         return 0;
 }
 
+/* max_connections, or fewer when the open-file limit cannot hold two
+ * descriptors for each (a held request's socket and its agent's) beside
+ * what the daemon needs for itself: then more clients are refused at the
+ * door rather than a sandbox's start failing for want of a descriptor. */
+static unsigned conn_budget(const struct api *a)
+{
+        unsigned want = (unsigned)a->cfg.max_connections;
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+                return want;
+        rlim_t room = rl.rlim_cur > API_FD_RESERVE * 2 ? (rl.rlim_cur - API_FD_RESERVE) / 2 : 64;
+        if ((rlim_t)want <= room)
+                return want;
+        log_warn("max_connections %u: the open-file limit (%llu) holds %llu; more are refused",
+                 want, (unsigned long long)rl.rlim_cur, (unsigned long long)room);
+        return (unsigned)room;
+}
+
 int api_start(struct api *a, struct sbx_error *err)
 {
         struct sockaddr_storage ss;
@@ -687,22 +707,22 @@ int api_start(struct api *a, struct sbx_error *err)
                 conns_stop(&a->conns);
                 return sbx_error_set(err, -r, "start the held requests' thread");
         }
+        unsigned max_conns = conn_budget(a);
         unsigned per_ip =
             (unsigned)(a->cfg.max_connections_per_ip > 0 ? a->cfg.max_connections_per_ip
-                                                         : MAX(a->cfg.max_connections / 4, 1));
+                                                         : MAX(max_conns / 4, 1));
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         unsigned loops = (unsigned)MIN(MAX(cpus, 1L), (long)API_EVENT_LOOPS_MAX);
         a->mhd = MHD_start_daemon(
             flags, 0, NULL, NULL, on_request, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
             MHD_OPTION_URI_LOG_CALLBACK, on_uri, a, MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
             MHD_OPTION_NOTIFY_CONNECTION, conns_notify, &a->conns, MHD_OPTION_CONNECTION_LIMIT,
-            (unsigned)a->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
-            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_THREAD_POOL_SIZE, loops,
+            max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
+            (unsigned)120, MHD_OPTION_THREAD_POOL_SIZE, loops,
             /* Per connection: the request's head, and the read buffer
              * body chunks come through. Also the cap on a head. */
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
-            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)MIN(a->cfg.max_connections, 65535),
-            MHD_OPTION_END);
+            MHD_OPTION_LISTEN_BACKLOG_SIZE, MIN(max_conns, 65535u), MHD_OPTION_END);
         if (!a->mhd) {
                 holder_stop(&a->holder);
                 workers_stop(&a->workers);

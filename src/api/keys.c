@@ -8,6 +8,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
+#include <openssl/params.h>
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
@@ -39,22 +40,19 @@ struct keyring {
 
 /* ---- prepared HMAC contexts ----
  *
- * HMAC_CTX rather than EVP_MAC: copying a prepared HMAC_CTX into a fresh
- * one costs less per MAC than EVP_MAC_CTX_dup, which also duplicates the
- * raw key. OpenSSL 3 marks HMAC_CTX deprecated, hence the pragmas. */
+ * One EVP_MAC context per key, initialised once with the key and the
+ * digest; each MAC works on a duplicate, so the shared one is only ever
+ * read (many threads MAC at once). */
 
 struct keys_hmac {
-        HMAC_CTX *ctx; /* initialised with the key; only ever copied from */
+        EVP_MAC_CTX *ctx; /* initialised with the key; only ever duplicated */
 };
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-
-/* HMAC_CTX_free wipes the key-derived digest states. */
+/* EVP_MAC_CTX_free wipes the key and the key-derived digest states. */
 static void hmac_free(struct keys_hmac *h)
 {
         if (h) {
-                HMAC_CTX_free(h->ctx);
+                EVP_MAC_CTX_free(h->ctx);
                 free(h);
         }
 }
@@ -64,10 +62,14 @@ static int hmac_prepare(const unsigned char *key, size_t len, struct keys_hmac *
         struct keys_hmac *h = calloc(1, sizeof(*h));
         if (!h)
                 return -ENOMEM;
-        h->ctx = HMAC_CTX_new();
-        if (!h->ctx || len > INT32_MAX ||
-            HMAC_Init_ex(h->ctx, key, (int)len, EVP_sha256(), NULL) != 1) {
+        EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+        h->ctx = mac ? EVP_MAC_CTX_new(mac) : NULL;
+        EVP_MAC_free(mac); /* the context keeps its own reference */
+        OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", (char *)"SHA256", 0),
+                               OSSL_PARAM_construct_end()};
+        if (!h->ctx || EVP_MAC_init(h->ctx, key, len, params) != 1) {
                 hmac_free(h);
+                ERR_clear_error();
                 return -EIO;
         }
         *ret = h;
@@ -79,11 +81,11 @@ int keys_hmac(const struct keys_hmac *h, const void *data, size_t len,
 {
         if (!h)
                 return -EIO;
-        HMAC_CTX *c = HMAC_CTX_new();
-        unsigned int n = 0;
-        bool ok = c && HMAC_CTX_copy(c, h->ctx) == 1 && HMAC_Update(c, data, len) == 1 &&
-                  HMAC_Final(c, out, &n) == 1 && n == KEYS_HMAC_LEN;
-        HMAC_CTX_free(c);
+        EVP_MAC_CTX *c = EVP_MAC_CTX_dup(h->ctx);
+        size_t n = 0;
+        bool ok = c && EVP_MAC_update(c, data, len) == 1 &&
+                  EVP_MAC_final(c, out, &n, KEYS_HMAC_LEN) == 1 && n == KEYS_HMAC_LEN;
+        EVP_MAC_CTX_free(c);
         if (!ok) {
                 OPENSSL_cleanse(out, KEYS_HMAC_LEN);
                 ERR_clear_error();
@@ -91,8 +93,6 @@ int keys_hmac(const struct keys_hmac *h, const void *data, size_t len,
         }
         return 0;
 }
-
-#pragma GCC diagnostic pop
 
 /* ---- small file helpers ---- */
 

@@ -86,6 +86,17 @@ npm_deps() { ( cd "$1" && { { [ -d node_modules ] && npm ls --silent >/dev/null 
 for adapter in clients/adapter-*/; do
         ( npm_deps "$adapter" && cd "$adapter" && npm run --silent build ) || count 0 1
 done
+# The Mastra adapter's packed-tarball test installs into an empty project
+# offline, from npm's cache: an install from a lock file caches tarballs,
+# not the registry's package documents that resolving needs, so they are
+# fetched here once (set-up, like the installs above).
+mastra_pins=$(cd clients/adapter-mastra && node -e 'const d = require("./package.json").devDependencies; console.log(`@mastra/core@${d["@mastra/core"]} zod@${d.zod}`)')
+warm=$(mktemp -d)
+( cd "$warm" && echo '{"name":"warm","private":true}' >package.json &&
+        { npm install --offline --no-audit --no-fund --silent $mastra_pins >/dev/null 2>&1 ||
+                npm install --no-audit --no-fund --silent $mastra_pins >/dev/null; } ) ||
+        echo "set-up: npm could not cache $mastra_pins"
+rm -rf "$warm"
 export SANDBOXD_BIN="$ROOT/build-asan/sandboxd" SANDBOXD_IMAGES="$IMAGES"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

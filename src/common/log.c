@@ -11,6 +11,11 @@
 static enum log_level min_level = LOG_INFO;
 static enum log_format line_format = LOG_FORMAT_TEXT;
 
+bool log_enabled(enum log_level level)
+{
+        return level >= min_level;
+}
+
 void log_set_level(enum log_level level)
 {
         min_level = level;

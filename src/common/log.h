@@ -6,12 +6,16 @@
  * logs; library code returns errors instead. Never log a secret. */
 #pragma once
 
+#include <stdbool.h>
+
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 
 enum log_format { LOG_FORMAT_TEXT, LOG_FORMAT_LOGFMT, LOG_FORMAT_JSON };
 
 void log_set_level(enum log_level level);
 void log_set_format(enum log_format format);
+/* Whether a line of this level would be written. */
+bool log_enabled(enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)

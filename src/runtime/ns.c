@@ -43,10 +43,12 @@
 #include "mount.h"
 #include "net.h"
 #include "seccomp.h"
+#include "../common/log.h"
 
 #define NS_CLONE_FLAGS                                                                             \
         (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET)
 #define NS_HOSTNAME_MAX 64
+#define NS_MARKS 16
 /* sandbox-init's own RLIMIT_NOFILE ceiling: its connections and every
  * process's pipes (it takes min(hard, 65536) and gives its children the
  * soft limit as soft and hard). */
@@ -76,7 +78,40 @@ struct launch {
         struct ns_disk disk;      /* the capped writable layer, if any */
         struct ns_net net;        /* the veth pair under RT_NET_NAT */
         struct side attacher;     /* cgroup_step, while the launcher goes on */
+        /* When each step ended (mono us), for the debug log's one line. */
+        int64_t t0;
+        int64_t mark_us[NS_MARKS];
+        const char *mark[NS_MARKS];
+        unsigned n_marks;
 };
+
+static void mark(struct launch *L, const char *what)
+{
+        if (L->n_marks < NS_MARKS) {
+                L->mark_us[L->n_marks] = mono_us();
+                L->mark[L->n_marks++] = what;
+        }
+}
+
+/* The debug log's line for a start: each step's milliseconds. */
+static void log_marks(const struct launch *L)
+{
+        if (!log_enabled(LOG_DEBUG))
+                return;
+        char line[512];
+        size_t n = 0;
+        int64_t prev = L->t0;
+        for (unsigned i = 0; i < L->n_marks && n < sizeof(line); i++) {
+                int k = snprintf(line + n, sizeof(line) - n, " %s %.2f", L->mark[i],
+                                 (double)(L->mark_us[i] - prev) / 1000.0);
+                if (k < 0)
+                        break;
+                n += (size_t)k;
+                prev = L->mark_us[i];
+        }
+        log_debug("start %llu: %.2f ms:%s", (unsigned long long)L->spec->id,
+                  (double)(prev - L->t0) / 1000.0, line);
+}
 
 static int side_wait(struct side *s, const char *what, struct sbx_error *err);
 
@@ -669,14 +704,22 @@ static int launch_steps(struct launch *L, struct sbx_error *err)
         /* C first, what only the mounter needs after: C's cgroup attach
          * (cgroup_step) is the longest wait of a start and runs from
          * C's clone on. */
-        if ((r = cg_create(&L->ctx->cg, L->spec->id, &L->spec->limits, err)) < 0 ||
-            (r = make_listener(L, err)) < 0 || (r = set_nofile(L, err)) < 0 ||
+        L->t0 = mono_us();
+        if ((r = cg_create(&L->ctx->cg, L->spec->id, &L->spec->limits, err)) < 0)
+                return r;
+        mark(L, "cgroups");
+        if ((r = make_listener(L, err)) < 0 || (r = set_nofile(L, err)) < 0 ||
             (r = launch_clone(L, err)) < 0 ||
             (r = side_start(&L->attacher, cgroup_step, L, "cgroup attach", err)) < 0)
                 return r;
-        if ((r = prepare_dir(L, err)) < 0 || (r = prepare_dev_trees(L, err)) < 0 ||
-            (r = map_ids(L, err)) < 0 || (r = idmap_image(L, err)) < 0)
+        mark(L, "clone");
+        if ((r = prepare_dir(L, err)) < 0)
                 return r;
+        mark(L, "dir");
+        if ((r = prepare_dev_trees(L, err)) < 0 || (r = map_ids(L, err)) < 0 ||
+            (r = idmap_image(L, err)) < 0)
+                return r;
+        mark(L, "ids");
         /* The veth pair is made from the host's netns, configured from the
          * sandbox's once the launcher is in it. */
         if (L->spec->limits.network == RT_NET_NAT &&
@@ -689,12 +732,18 @@ static int launch_steps(struct launch *L, struct sbx_error *err)
                 return r;
         if (L->net.active && (r = net_sandbox_setup(&L->net, err)) < 0)
                 return r;
-        if ((r = run_mounter(L, err)) < 0 ||
-            (r = side_wait(&L->attacher, "cgroup attach", err)) < 0)
+        mark(L, "net");
+        if ((r = run_mounter(L, err)) < 0)
                 return r;
-        if ((r = release_child(L, err)) < 0)
+        mark(L, "mounts");
+        if ((r = side_wait(&L->attacher, "cgroup attach", err)) < 0)
                 return r;
-        return wait_exec(L, err);
+        mark(L, "cgroup-attach-wait");
+        if ((r = release_child(L, err)) < 0 || (r = wait_exec(L, err)) < 0)
+                return r;
+        mark(L, "exec");
+        log_marks(L);
+        return 0;
 }
 
 int ns_launch(const struct ns_ctx *ctx, const struct rt_spec *spec, pid_t *ret_pid,

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <unistd.h>
 
 #include "../common/names.h"
 #include "cgroup-internal.h"
@@ -159,6 +160,17 @@ static int cg_mounts(const struct cg_layout *l, const char *out[CG_V1_COUNT + 1]
 
 /* ---- the sandbox's cgroups in every hierarchy ---- */
 
+/* A v2 cgroup that was ever killed (cgroup.kill) kills a child made into
+ * it with CLONE_INTO_CGROUP at once on this kernel (its kill count is
+ * compared with the parent's): an old, empty one is made anew. One with a
+ * process in it stays (the caller refuses it). */
+static int cg_v2_fresh(const char *p, struct sbx_error *err)
+{
+        if (rmdir(p) < 0 && errno != ENOENT && errno != EBUSY)
+                return sbx_error_set(err, errno, "remove the old cgroup `%s`", p);
+        return 0;
+}
+
 static int cg_make_dirs(const struct cg_layout *l, uint64_t id, struct sbx_error *err)
 {
         const char *mnts[CG_V1_COUNT + 1];
@@ -176,6 +188,8 @@ static int cg_make_dirs(const struct cg_layout *l, uint64_t id, struct sbx_error
         for (int i = 0; i < n; i++) {
                 if ((r = cg_path(l, mnts[i], id, NULL, p)) < 0)
                         return sbx_error_set(err, -r, "cgroup path");
+                if (mnts[i] == l->v2 && (r = cg_v2_fresh(p, err)) < 0)
+                        return r;
                 if (mkdir(p, 0755) < 0 && errno != EEXIST)
                         return sbx_error_set(err, errno, "create cgroup `%s`", p);
         }
@@ -199,18 +213,143 @@ int cg_create(const struct cg_layout *l, uint64_t id, const struct rt_limits *li
         return l->ops->set_limits(l, id, lim, err);
 }
 
-int cg_attach(const struct cg_layout *l, uint64_t id, pid_t pid, struct sbx_error *err)
+int cg_attach(const struct cg_layout *l, uint64_t id, pid_t pid, bool v1, bool v2,
+              struct sbx_error *err)
 {
-        const char *mnts[CG_V1_COUNT + 1];
-        int n = cg_mounts(l, mnts);
         char v[24];
         snprintf(v, sizeof(v), "%d", (int)pid);
-        for (int i = 0; i < n; i++) {
-                int r = cg_set(l, mnts[i], id, "cgroup.procs", v, false, err);
-                if (r < 0)
+        int r = 0;
+        if (v2 && l->v2[0] && (r = cg_set(l, l->v2, id, "cgroup.procs", v, false, err)) < 0)
+                return r;
+        for (int i = 0; v1 && i < CG_V1_COUNT; i++)
+                if (l->v1[i][0] && (r = cg_set(l, l->v1[i], id, "cgroup.procs", v, false, err)) < 0)
                         return r;
+        return 0;
+}
+
+/* ---- spare launchers' cgroups ---- */
+
+static int spare_path(const struct cg_layout *l, const char *mnt, pid_t pid, char out[CG_PATH_MAX])
+{
+        return path_printf(out, CG_PATH_MAX, "%s/%s/spare-%d", mnt, l->root, (int)pid);
+}
+
+bool cg_spares_possible(const struct cg_layout *l)
+{
+        bool any = false;
+        char a[CG_PATH_MAX], b[CG_PATH_MAX], root[CG_PATH_MAX];
+        for (int i = 0; i < CG_V1_COUNT; i++) {
+                if (!l->v1[i][0])
+                        continue;
+                if (path_join(root, sizeof(root), l->v1[i], l->root) < 0 ||
+                    mkdir_p(root, 0755) < 0 ||
+                    path_printf(a, sizeof(a), "%s/.probe-%d", root, (int)getpid()) < 0 ||
+                    path_printf(b, sizeof(b), "%s/.probe-%d-b", root, (int)getpid()) < 0 ||
+                    (mkdir(a, 0755) < 0 && errno != EEXIST))
+                        return false;
+                bool ok = rename(a, b) == 0;
+                rmdir(ok ? b : a);
+                if (!ok)
+                        return false;
+                any = true;
+        }
+        return any;
+}
+
+int cg_spare_join(const struct cg_layout *l, struct sbx_error *err)
+{
+        char p[CG_PATH_MAX], root[CG_PATH_MAX];
+        for (int i = 0; i < CG_V1_COUNT; i++) {
+                if (!l->v1[i][0])
+                        continue;
+                int r;
+                if ((r = path_join(root, sizeof(root), l->v1[i], l->root)) < 0 ||
+                    (r = mkdir_p(root, 0755)) < 0 || (r = spare_path(l, l->v1[i], getpid(), p)) < 0)
+                        return sbx_error_set(err, -r, "spare cgroup under `%s`", l->v1[i]);
+                if (mkdir(p, 0755) < 0 && errno != EEXIST)
+                        return sbx_error_set(err, errno, "create cgroup `%s`", p);
+                char procs[CG_PATH_MAX];
+                if ((r = path_join(procs, sizeof(procs), p, "cgroup.procs")) < 0 ||
+                    (r = write_small_at(AT_FDCWD, procs, "0")) < 0)
+                        return sbx_error_set(err, -r, "join `%s`", p);
         }
         return 0;
+}
+
+/* The sandbox's v2 cgroup, made anew (its parents as needed). */
+static int cg_v2_make(const struct cg_layout *l, uint64_t id, struct sbx_error *err)
+{
+        char p[CG_PATH_MAX];
+        int r;
+        if ((r = path_join(p, sizeof(p), l->v2, l->root)) < 0 || (r = mkdir_p(p, 0755)) < 0)
+                return sbx_error_set(err, -r, "create cgroup `%s/%s`", l->v2, l->root);
+        if (l->ops->prepare && (r = l->ops->prepare(l, err)) < 0)
+                return r;
+        if ((r = cg_path(l, l->v2, id, NULL, p)) < 0)
+                return sbx_error_set(err, -r, "cgroup path");
+        if ((r = cg_v2_fresh(p, err)) < 0)
+                return r;
+        if (mkdir(p, 0755) < 0 && errno != EEXIST)
+                return sbx_error_set(err, errno, "create cgroup `%s`", p);
+        return 0;
+}
+
+int cg_spare_adopt(const struct cg_layout *l, uint64_t id, const struct rt_limits *lim,
+                   struct sbx_error *err)
+{
+        if (cg_populated(l, id))
+                return sbx_error_set(
+                    err, EBUSY, "sandbox %" PRIu64 " still has live processes in its cgroup", id);
+        char from[CG_PATH_MAX], to[CG_PATH_MAX];
+        for (int i = 0; i < CG_V1_COUNT; i++) {
+                if (!l->v1[i][0])
+                        continue;
+                if (spare_path(l, l->v1[i], getpid(), from) < 0 ||
+                    cg_path(l, l->v1[i], id, NULL, to) < 0)
+                        return sbx_error_set(err, ENAMETOOLONG, "cgroup path");
+                if (rmdir(to) < 0 && errno != ENOENT)
+                        return sbx_error_set(err, errno, "remove the old cgroup `%s`", to);
+                if (rename(from, to) < 0)
+                        return sbx_error_set(err, errno, "rename cgroup `%s`", from);
+        }
+        int r;
+        if (l->v2[0] && (r = cg_v2_make(l, id, err)) < 0)
+                return r;
+        if ((r = l->ops->reset(l, id, err)) < 0)
+                return r;
+        return l->ops->set_limits(l, id, lim, err);
+}
+
+void cg_spare_remove(const struct cg_layout *l, pid_t pid)
+{
+        char p[CG_PATH_MAX], root[CG_PATH_MAX];
+        for (int i = 0; i < CG_V1_COUNT; i++) {
+                if (!l->v1[i][0])
+                        continue;
+                if (pid > 0) {
+                        if (spare_path(l, l->v1[i], pid, p) == 0)
+                                rmdir(p);
+                        continue;
+                }
+                if (path_join(root, sizeof(root), l->v1[i], l->root) < 0)
+                        continue;
+                DIR *d = opendir(root);
+                struct dirent *de;
+                while (d && (de = readdir(d)))
+                        if (de->d_type == DT_DIR && !strncmp(de->d_name, "spare-", 6) &&
+                            path_join(p, sizeof(p), root, de->d_name) == 0)
+                                rmdir(p);
+                if (d)
+                        closedir(d);
+        }
+}
+
+int cg_v2_open(const struct cg_layout *l, uint64_t id)
+{
+        char p[CG_PATH_MAX];
+        if (!l->v2[0] || cg_path(l, l->v2, id, NULL, p) < 0)
+                return -1;
+        return open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 }
 
 /* rmdir, retrying: dying tasks can keep a cgroup busy for a moment after

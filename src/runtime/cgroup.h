@@ -43,8 +43,36 @@ int cg_detect(struct cg_layout *l, const char *root, struct sbx_error *err);
 int cg_create(const struct cg_layout *l, uint64_t id, const struct rt_limits *lim,
               struct sbx_error *err);
 
-/* Move pid into every cgroup of the sandbox. */
-int cg_attach(const struct cg_layout *l, uint64_t id, pid_t pid, struct sbx_error *err);
+/* Move pid into the sandbox's cgroups: the v1 ones (v1), the v2 one (v2).
+ * Each first move after a quiet spell waits for one RCU grace period of
+ * the kernel (the threadgroup lock's writer side), about 10 ms here; a
+ * child made into its cgroups (below) never moves. */
+int cg_attach(const struct cg_layout *l, uint64_t id, pid_t pid, bool v1, bool v2,
+              struct sbx_error *err);
+
+/* ---- made into their cgroups: no move on the start's path ----
+ *
+ * The v2 cgroup is joined at the clone (clone3's CLONE_INTO_CGROUP: an fd
+ * of the sandbox's v2 cgroup, cg_v2_open). The v1 ones are inherited from
+ * a spare launcher (zygote.c) that joined cgroups of its own,
+ * <root>/spare-<pid>, ahead of time and renames them to the sandbox's at
+ * its start (v1 cgroups can be renamed; v2 ones cannot). */
+
+/* Whether l has v1 hierarchies and renaming cgroups in them works. */
+bool cg_spares_possible(const struct cg_layout *l);
+/* Make <root>/spare-<self> in every v1 hierarchy and join them. */
+int cg_spare_join(const struct cg_layout *l, struct sbx_error *err);
+/* The calling spare's v1 cgroups become the sandbox's (refused with EBUSY
+ * when the sandbox's hold a process), the v2 one is made, and all are
+ * thawed and limited as cg_create does. */
+int cg_spare_adopt(const struct cg_layout *l, uint64_t id, const struct rt_limits *lim,
+                   struct sbx_error *err);
+/* rmdir <root>/spare-<pid> in every v1 hierarchy (pid 0: every spare-*,
+ * those of a daemon that died); best effort, a cgroup in use stays. */
+void cg_spare_remove(const struct cg_layout *l, pid_t pid);
+/* An fd of the sandbox's v2 cgroup for CLONE_INTO_CGROUP, or -1 when l has
+ * no v2 hierarchy. */
+int cg_v2_open(const struct cg_layout *l, uint64_t id);
 
 int cg_freeze(const struct cg_layout *l, uint64_t id, struct sbx_error *err);
 int cg_thaw(const struct cg_layout *l, uint64_t id, struct sbx_error *err);

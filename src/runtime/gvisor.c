@@ -188,7 +188,7 @@ static int gv_call(const struct gv_rt *g, const struct gv_call *c, struct sbx_er
         close_fd(&sync[0]);
         int r = 0;
         if (c->cg_id) {
-                r = cg_attach(&g->cg, c->cg_id, pid, err);
+                r = cg_attach(&g->cg, c->cg_id, pid, true, true, err);
                 /* Released either way; after a failure it never execs. */
                 if (r < 0)
                         kill(pid, SIGKILL);

@@ -100,6 +100,8 @@ static int load_init(const char *path, int *ret, struct sbx_error *err)
         return 0;
 }
 
+#define NS_SPARE_LAUNCHERS 2 /* kept by the zygote on a v1 host (zygote.c) */
+
 /* What the zygote hands every launcher: the cgroup layout, the host's
  * network (set up by rt_open, driver.c), the sealed sandbox-init, the
  * compiled seccomp policy. */
@@ -108,6 +110,10 @@ static int ctx_build(const struct rt_config *cfg, struct ns_ctx *ctx, struct sbx
         int r = cg_detect(&ctx->cg, cfg->cgroup_root, err);
         if (r < 0)
                 return r;
+        /* Spare launchers' cgroups a daemon that died left behind (its
+         * spares died with its zygote), then whether spares work here. */
+        cg_spare_remove(&ctx->cg, 0);
+        ctx->spares = cg_spares_possible(&ctx->cg) ? NS_SPARE_LAUNCHERS : 0;
         if (cfg->net)
                 ctx->net = *cfg->net;
         if ((r = load_init(cfg->init_path, &ctx->init_memfd, err)) < 0)

@@ -23,6 +23,7 @@
 #include <limits.h>
 #include <linux/capability.h>
 #include <net/if.h>
+#include <linux/sched.h> /* struct clone_args, CLONE_INTO_CGROUP */
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -78,6 +79,8 @@ struct launch {
         struct ns_disk disk;      /* the capped writable layer, if any */
         struct ns_net net;        /* the veth pair under RT_NET_NAT */
         struct side attacher;     /* cgroup_step, while the launcher goes on */
+        bool spare;               /* in the sandbox's v1 cgroups already (a spare launcher) */
+        bool cloned_into;         /* C was made in its v2 cgroup (CLONE_INTO_CGROUP) */
         /* When each step ended (mono us), for the debug log's one line. */
         int64_t t0;
         int64_t mark_us[NS_MARKS];
@@ -253,7 +256,7 @@ static int run_mounter(const struct launch *L, struct sbx_error *err)
  * that follow and is waited for before C is let go. */
 static int cgroup_step(const struct launch *L, struct sbx_error *err)
 {
-        return cg_attach(&L->ctx->cg, L->spec->id, L->pid, err);
+        return cg_attach(&L->ctx->cg, L->spec->id, L->pid, !L->spare, !L->cloned_into, err);
 }
 
 /* ---- launcher steps in the host namespaces ---- */
@@ -655,9 +658,21 @@ static int launch_clone(struct launch *L, struct sbx_error *err)
                 return sbx_error_set(err, errno, "socketpair");
         if (pipe2(L->errp, O_CLOEXEC) < 0)
                 return sbx_error_set(err, errno, "pipe");
-        /* Fork-like clone (no new stack): the child continues here. */
-        long pid =
-            syscall(SYS_clone, (unsigned long)NS_CLONE_FLAGS | SIGCHLD, NULL, NULL, NULL, NULL);
+        /* Fork-like clone (no new stack): the child continues here, made
+         * in its v2 cgroup where there is one (no move, no wait), else
+         * moved by cgroup_step. */
+        _cleanup_close_ int cgfd = cg_v2_open(&L->ctx->cg, L->spec->id);
+        long pid = -1;
+        if (cgfd >= 0) {
+                struct clone_args ca = {.flags = NS_CLONE_FLAGS | CLONE_INTO_CGROUP,
+                                        .exit_signal = SIGCHLD,
+                                        .cgroup = (uint64_t)cgfd};
+                pid = syscall(SYS_clone3, &ca, sizeof(ca));
+                L->cloned_into = pid >= 0;
+        }
+        if (pid < 0)
+                pid = syscall(SYS_clone, (unsigned long)NS_CLONE_FLAGS | SIGCHLD, NULL, NULL, NULL,
+                              NULL);
         if (pid < 0)
                 return sbx_error_set(err, errno, "clone sandbox namespaces");
         if (pid == 0) {
@@ -705,11 +720,18 @@ static int launch_steps(struct launch *L, struct sbx_error *err)
          * (cgroup_step) is the longest wait of a start and runs from
          * C's clone on. */
         L->t0 = mono_us();
-        if ((r = cg_create(&L->ctx->cg, L->spec->id, &L->spec->limits, err)) < 0)
+        r = L->spare ? cg_spare_adopt(&L->ctx->cg, L->spec->id, &L->spec->limits, err)
+                     : cg_create(&L->ctx->cg, L->spec->id, &L->spec->limits, err);
+        if (r < 0)
                 return r;
         mark(L, "cgroups");
         if ((r = make_listener(L, err)) < 0 || (r = set_nofile(L, err)) < 0 ||
-            (r = launch_clone(L, err)) < 0 ||
+            (r = launch_clone(L, err)) < 0)
+                return r;
+        bool v1 = false;
+        for (int i = 0; i < CG_V1_COUNT; i++)
+                v1 |= L->ctx->cg.v1[i][0] != '\0';
+        if (((v1 && !L->spare) || (L->ctx->cg.v2[0] && !L->cloned_into)) &&
             (r = side_start(&L->attacher, cgroup_step, L, "cgroup attach", err)) < 0)
                 return r;
         mark(L, "clone");
@@ -736,7 +758,7 @@ static int launch_steps(struct launch *L, struct sbx_error *err)
         if ((r = run_mounter(L, err)) < 0)
                 return r;
         mark(L, "mounts");
-        if ((r = side_wait(&L->attacher, "cgroup attach", err)) < 0)
+        if (L->attacher.pid > 0 && (r = side_wait(&L->attacher, "cgroup attach", err)) < 0)
                 return r;
         mark(L, "cgroup-attach-wait");
         if ((r = release_child(L, err)) < 0 || (r = wait_exec(L, err)) < 0)
@@ -746,12 +768,13 @@ static int launch_steps(struct launch *L, struct sbx_error *err)
         return 0;
 }
 
-int ns_launch(const struct ns_ctx *ctx, const struct rt_spec *spec, pid_t *ret_pid,
+int ns_launch(const struct ns_ctx *ctx, const struct rt_spec *spec, bool spare, pid_t *ret_pid,
               struct sbx_error *err)
 {
         struct launch L = {
             .ctx = ctx,
             .spec = spec,
+            .spare = spare,
             .dirfd = -1,
             .listen_fd = -1,
             .sync = {-1, -1},

@@ -17,13 +17,19 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "../common/fdpass.h"
+#include "../common/log.h"
+#include "cgroup.h"
 
 #define RT_REQ_MAGIC 0x53425831u /* "SBX1" */
 #define RT_START_TIMEOUT_MS 30000
 #define RT_LAUNCH_ALARM_S 25
+#define ZY_SPARES_MAX 4
+#define ZY_REFILL_QUIET_MS 250 /* spares are made once starts pause this long */
 
 /* A launch request: this header, then dir, rootfs and hostname, each NUL
  * terminated. */
@@ -74,7 +80,7 @@ static int req_parse(const char *buf, size_t n, struct rt_spec *spec)
 }
 
 static _Noreturn void launcher_main(const struct ns_ctx *ctx, const char *buf, size_t n,
-                                    int reply_fd)
+                                    int reply_fd, bool spare)
 {
         struct rt_reply rep = {0};
         struct sbx_error err = {0};
@@ -89,12 +95,141 @@ static _Noreturn void launcher_main(const struct ns_ctx *ctx, const char *buf, s
         if (r < 0)
                 sbx_error_set(&err, -r, "malformed launch request");
         else
-                r = ns_launch(ctx, &spec, &pid, &err);
+                r = ns_launch(ctx, &spec, spare, &pid, &err);
         rep.code = r < 0 ? (err.code ? err.code : -r) : 0;
         rep.pid = r < 0 ? 0 : (int32_t)pid;
         snprintf(rep.msg, sizeof(rep.msg), "%s", r < 0 ? err.msg : "");
         send(reply_fd, &rep, sizeof(rep), MSG_NOSIGNAL);
         _exit(0);
+}
+
+/* ---- spare launchers ----
+ *
+ * Moving a process into v1 cgroups waits for a kernel grace period, the
+ * longest wait of a start. So the zygote keeps a few launchers forked
+ * ahead, each already in v1 cgroups of its own (cg_spare_join), which
+ * become the sandbox's at its start (cg_spare_adopt): its C is born in
+ * them. A spare says 'R' once ready (anything else, or nothing: it is
+ * gone), then waits for its one request; the zygote's end ends it. */
+
+struct spare {
+        pid_t pid; /* 0: a free slot */
+        int pidfd; /* signals it by this, never by a pid that may be reused */
+        int sock;
+        bool ready;
+};
+
+static _Noreturn void spare_main(const struct ns_ctx *ctx, int sock)
+{
+        struct sbx_error err = {0};
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                _exit(1);
+        char said = cg_spare_join(&ctx->cg, &err) == 0 ? 'R' : 'F';
+        if (said != 'R')
+                log_warn("spare launcher: %s", err.msg);
+        if (send(sock, &said, 1, MSG_NOSIGNAL) != 1 || said != 'R')
+                _exit(1);
+        char *buf = malloc(RT_REQ_MAX);
+        int reply_fd = -1;
+        ssize_t n = buf ? fd_recv(sock, buf, RT_REQ_MAX, &reply_fd, 0) : -ENOMEM;
+        if (n <= 0 || reply_fd < 0)
+                _exit(0); /* the zygote ended, or sent nonsense */
+        close(sock);
+        /* A launcher now: it finishes its start even when the zygote ends. */
+        prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
+        launcher_main(ctx, buf, (size_t)n, reply_fd, true);
+}
+
+/* A spare gone (or never ready): ended, and its cgroups removed once it
+ * has left them. */
+static void spare_drop(const struct ns_ctx *ctx, struct spare *sp)
+{
+        syscall(SYS_pidfd_send_signal, sp->pidfd, SIGKILL, NULL, 0);
+        struct pollfd p = {.fd = sp->pidfd, .events = POLLIN};
+        while (poll(&p, 1, 1000) < 0 && errno == EINTR)
+                ;
+        close(sp->pidfd);
+        close(sp->sock);
+        for (int i = 0; i < 100; i++) { /* an exited task leaves its cgroup a moment later */
+                cg_spare_remove(&ctx->cg, sp->pid);
+                char path[CG_PATH_MAX];
+                bool left = false;
+                for (int h = 0; h < CG_V1_COUNT && !left; h++)
+                        left = ctx->cg.v1[h][0] &&
+                               path_printf(path, sizeof(path), "%s/%s/spare-%d", ctx->cg.v1[h],
+                                           ctx->cg.root, (int)sp->pid) == 0 &&
+                               access(path, F_OK) == 0;
+                if (!left)
+                        break;
+                sleep_ms(10);
+        }
+        *sp = (struct spare){0};
+}
+
+static void spares_fill(const struct ns_ctx *ctx, struct spare *sp, unsigned n, int zsock)
+{
+        for (unsigned i = 0; i < n; i++) {
+                if (sp[i].pid)
+                        continue;
+                int pair[2];
+                if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+                        return;
+                pid_t pid = fork();
+                if (pid == 0) {
+                        close(zsock);
+                        close(pair[0]);
+                        for (unsigned j = 0; j < n; j++)
+                                if (sp[j].pid) {
+                                        close(sp[j].sock);
+                                        close(sp[j].pidfd);
+                                }
+                        spare_main(ctx, pair[1]);
+                }
+                close(pair[1]);
+                /* Without a pidfd it is not tracked: it finds its socket
+                 * closed and ends by itself. */
+                int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+                if (pidfd < 0) {
+                        close(pair[0]);
+                        return;
+                }
+                sp[i] = (struct spare){.pid = pid, .pidfd = pidfd, .sock = pair[0]};
+        }
+}
+
+/* A spare's word: 'R', or its end. false when spares do not work here. */
+static bool spare_heard(const struct ns_ctx *ctx, struct spare *sp)
+{
+        char c = 0;
+        ssize_t n = recv(sp->sock, &c, 1, MSG_DONTWAIT);
+        if (n == 1 && c == 'R') {
+                sp->ready = true;
+                return true;
+        }
+        if (n < 0 && errno == EAGAIN)
+                return true;
+        spare_drop(ctx, sp);
+        return n != 1; /* it died (try another) or it could not join (stop trying) */
+}
+
+/* Hand the request to a ready spare; false when none took it. */
+static bool spare_take(const struct ns_ctx *ctx, struct spare *sp, unsigned n, const char *buf,
+                       size_t len, int reply_fd)
+{
+        for (unsigned i = 0; i < n; i++) {
+                if (!sp[i].pid || !sp[i].ready)
+                        continue;
+                int r = fd_send(sp[i].sock, buf, len, reply_fd, 0);
+                if (r < 0) {
+                        spare_drop(ctx, &sp[i]);
+                        continue;
+                }
+                close(sp[i].sock); /* a launcher now, in what are the sandbox's cgroups */
+                close(sp[i].pidfd);
+                sp[i] = (struct spare){0};
+                return true;
+        }
+        return false;
 }
 
 /* Close every fd but 0-2 and the two kept ones. */
@@ -106,6 +241,88 @@ static void close_all_but(int a, int b)
         if (hi > lo + 1)
                 close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
         close_range((unsigned)hi + 1, ~0U, 0);
+}
+
+/* The zygote's state: its socket to the daemon and its spares. */
+struct zygote_loop {
+        const struct ns_ctx *ctx;
+        int sock;
+        char *buf;
+        struct spare sp[ZY_SPARES_MAX];
+        unsigned nsp;        /* spares kept; 0 once they cannot join here */
+        int64_t last_launch; /* mono ms */
+};
+
+static void close_spares_in_child(struct zygote_loop *z)
+{
+        close(z->sock);
+        for (unsigned i = 0; i < ZY_SPARES_MAX; i++)
+                if (z->sp[i].pid) {
+                        close(z->sp[i].sock);
+                        close(z->sp[i].pidfd);
+                }
+}
+
+/* Wait for a request, refilling spares once starts pause (a spare joining
+ * its cgroups holds the kernel's cgroup lock through a grace period,
+ * which would stall the starts running now). True when a request waits. */
+static bool zygote_wait(struct zygote_loop *z)
+{
+        int64_t quiet = mono_ms() - z->last_launch;
+        int timeout = -1;
+        if (quiet >= ZY_REFILL_QUIET_MS)
+                spares_fill(z->ctx, z->sp, z->nsp, z->sock);
+        else
+                for (unsigned i = 0; i < z->nsp; i++)
+                        if (!z->sp[i].pid)
+                                timeout = (int)(ZY_REFILL_QUIET_MS - quiet);
+        struct pollfd p[1 + ZY_SPARES_MAX] = {{.fd = z->sock, .events = POLLIN}};
+        for (unsigned i = 0; i < z->nsp; i++) {
+                const struct spare *s = &z->sp[i];
+                p[1 + i] =
+                    (struct pollfd){.fd = s->pid && !s->ready ? s->sock : -1, .events = POLLIN};
+        }
+        if (poll(p, 1 + z->nsp, timeout) < 0) {
+                if (errno == EINTR)
+                        return false;
+                _exit(1);
+        }
+        for (unsigned i = 0; i < z->nsp; i++)
+                if (p[1 + i].revents && !spare_heard(z->ctx, &z->sp[i]))
+                        z->nsp = 0; /* spares cannot join here: plain launchers only */
+        return p[0].revents != 0;
+}
+
+/* One request: to a ready spare, else to a launcher forked for it. */
+static void zygote_serve(struct zygote_loop *z)
+{
+        int reply_fd;
+        ssize_t n = fd_recv(z->sock, z->buf, RT_REQ_MAX, &reply_fd, 0);
+        if (n == 0 || (n < 0 && n != -EMSGSIZE)) { /* the daemon closed: the end */
+                for (unsigned i = 0; i < ZY_SPARES_MAX; i++)
+                        if (z->sp[i].pid)
+                                spare_drop(z->ctx, &z->sp[i]);
+                _exit(n == 0 ? 0 : 1);
+        }
+        if (reply_fd < 0)
+                return;
+        z->last_launch = mono_ms();
+        if (n > 0 && spare_take(z->ctx, z->sp, z->nsp, z->buf, (size_t)n, reply_fd)) {
+                close(reply_fd);
+                return;
+        }
+        pid_t pid = n > 0 ? fork() : -1;
+        if (pid == 0) {
+                close_spares_in_child(z);
+                launcher_main(z->ctx, z->buf, (size_t)n, reply_fd, false);
+        }
+        if (pid < 0) {
+                struct rt_reply rep = {.code = n < 0 ? EMSGSIZE : errno};
+                snprintf(rep.msg, sizeof(rep.msg), "runtime helper: %s",
+                         n < 0 ? "oversized request" : "cannot fork a launcher");
+                send(reply_fd, &rep, sizeof(rep), MSG_NOSIGNAL);
+        }
+        close(reply_fd);
 }
 
 static _Noreturn void zygote_main(int sock, const struct ns_ctx *ctx, pid_t parent)
@@ -122,31 +339,15 @@ static _Noreturn void zygote_main(int sock, const struct ns_ctx *ctx, pid_t pare
         signal(SIGCHLD, SIG_IGN);
         signal(SIGPIPE, SIG_IGN);
         close_all_but(sock, ctx->init_memfd);
-        char *buf = malloc(RT_REQ_MAX);
-        if (!buf)
+        struct zygote_loop z = {.ctx = ctx,
+                                .sock = sock,
+                                .buf = malloc(RT_REQ_MAX),
+                                .nsp = MIN(ctx->spares, (unsigned)ZY_SPARES_MAX)};
+        if (!z.buf)
                 _exit(1);
-        for (;;) {
-                int reply_fd;
-                ssize_t n = fd_recv(sock, buf, RT_REQ_MAX, &reply_fd, 0);
-                if (n == 0)
-                        _exit(0);
-                if (n < 0 && n != -EMSGSIZE)
-                        _exit(1);
-                if (reply_fd < 0)
-                        continue;
-                pid_t pid = n > 0 ? fork() : -1;
-                if (pid == 0) {
-                        close(sock);
-                        launcher_main(ctx, buf, (size_t)n, reply_fd);
-                }
-                if (pid < 0) {
-                        struct rt_reply rep = {.code = n < 0 ? EMSGSIZE : errno};
-                        snprintf(rep.msg, sizeof(rep.msg), "runtime helper: %s",
-                                 n < 0 ? "oversized request" : "cannot fork a launcher");
-                        send(reply_fd, &rep, sizeof(rep), MSG_NOSIGNAL);
-                }
-                close(reply_fd);
-        }
+        for (;;)
+                if (zygote_wait(&z))
+                        zygote_serve(&z);
 }
 
 /* ---- open / close ---- */

@@ -82,6 +82,13 @@ for (let i = 0; i < NEW; i++) {
 const burst = await attachNew(d, c, "burst");
 const d0 = await new Daemon({ image, args: [...common, "--pool-size", "0"] }).start();
 const c0 = new Client(d0, "bench", "bench");
+const coldPaced = []; // no pool, a new conversation every 100 ms (the pause is not timed)
+for (let i = 0; i < NEW; i++) {
+  await new Promise((r) => setTimeout(r, 100));
+  const t0 = now();
+  await attachAndTrue(d0, c0.tok, `cold-paced-${i}`);
+  coldPaced.push(now() - t0);
+}
 const cold = await attachNew(d0, c0, "cold");
 await d0.destroy();
 // 2. warm exec of `true`
@@ -121,12 +128,13 @@ if (spawnSync("runc", ["--version"]).status === 0) {
 console.log();
 row("sandboxd: attach new + first `true`, paced", paced);
 row("sandboxd: attach new + first `true`, burst", burst);
-row("sandboxd: attach new + first `true`, no pool", cold);
+row("sandboxd: attach new + first `true`, no pool, paced", coldPaced);
+row("sandboxd: attach new + first `true`, no pool, back to back", cold);
 row("sandboxd: exec `true` in a warm sandbox", warm);
 if (bw) row("bwrap --unshare-all: `true` (cold)", bw);
 if (rc) row("runc run: `true` (cold)", rc);
 console.log();
-for (const [what, xs] of [["paced", paced], ["burst", burst], ["no pool", cold]]) {
+for (const [what, xs] of [["paced", paced], ["burst", burst], ["no pool, paced", coldPaced], ["no pool, back to back", cold]]) {
   if (bw) console.log(`attach-new+first-exec (${what}) / bwrap cold  p50 ratio ${(pct(xs, 50) / pct(bw, 50)).toFixed(2)}`);
   if (rc) console.log(`attach-new+first-exec (${what}) / runc run    p50 ratio ${(pct(xs, 50) / pct(rc, 50)).toFixed(2)}`);
 }

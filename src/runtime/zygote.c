@@ -29,7 +29,7 @@
 #define RT_START_TIMEOUT_MS 30000
 #define RT_LAUNCH_ALARM_S 25
 #define ZY_SPARES_MAX 4
-#define ZY_REFILL_QUIET_MS 250 /* spares are made once starts pause this long */
+#define ZY_REFILL_QUIET_MS 40 /* spares are made once starts pause this long */
 
 /* A launch request: this header, then dir, rootfs and hostname, each NUL
  * terminated. */

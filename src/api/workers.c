@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include "workers.h"
 
+#include <stdbool.h>
+
 #include <errno.h>
+#include <malloc.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -56,8 +59,13 @@ static void *worker_main(void *arg)
                 pthread_mutex_lock(&w->lock);
         }
         w->threads--;
+        bool last_idle = !w->stop && w->threads == w->min;
         pthread_cond_broadcast(&w->gone);
         pthread_mutex_unlock(&w->lock);
+        /* Back to the few kept after a burst: what the burst's requests
+         * freed goes back to the system. */
+        if (last_idle)
+                malloc_trim(0);
         return NULL;
 }
 

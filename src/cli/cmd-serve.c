@@ -8,6 +8,7 @@
  * them running. */
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <pthread.h>
@@ -26,6 +27,8 @@
 #include "../store/store.h"
 #include "cli.h"
 #include "settings.h"
+
+#define SERVE_MALLOC_ARENAS 4
 
 /* What the daemon runs on, in the order it is opened. */
 struct serve {
@@ -610,6 +613,10 @@ static void serve_close(struct serve *sv)
 
 int cmd_serve(int argc, char **argv)
 {
+        /* Handler threads come and go with the load; an arena each would
+         * keep the memory of a burst long after it (glibc gives one to up
+         * to eight threads a core). A few shared arenas keep little. */
+        mallopt(M_ARENA_MAX, SERVE_MALLOC_ARENAS);
         struct serve sv = {.claim = {.fd = -1}};
         int code = serve_settings(&sv, argc, argv);
         if (code >= 0) {

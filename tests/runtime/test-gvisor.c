@@ -232,7 +232,9 @@ static void test_checkpoint(struct rt *rt, const char *rootfs)
         CHECK(r == 0, "rt_start %s", err.msg);
         if (r < 0)
                 return;
-        const char *loop = "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; done";
+        /* Written aside and renamed: a read never sees the file empty. */
+        const char *loop = "i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; "
+                           "mv /tmp/count.new /tmp/count; sleep 0.05; done";
         struct agent_cmd cmd = {.argv = CMD("sh", "-c", loop), .argc = 3};
         struct agent_proc_status st = {0};
         CHECK(agent_spawn(&b.peer, &cmd, &st, &err) == 0, "spawn a counter %s", err.msg);

@@ -18,6 +18,7 @@ const only = i > 0 ? new Set(process.argv[i + 1].split(",")) : null;
 const benches = [
   ["exec", "cold start and warm exec beside bwrap and runc", [], ["--n", "50"]],
   ["scale", "bursts, idle sandboxes, list/restart/delete, held long polls", [], ["--idle", "50", "--polls", "300"]],
+  ["held", "10,000 long polls and streams held at once: resets, daemon memory, threads", [], ["--held", "1000"]],
   ["classes", "ns and gvisor side by side", [], ["--n", "30", "--new", "5", "--idle", "2"]],
   ["processes", "spawn, poll and output", [], []],
   ["stream", "streams with backpressure", [], []],

@@ -47,6 +47,7 @@ struct api {
         struct api_workers workers; /* where what may block runs (workers.h) */
         struct holder holder;       /* held requests (hold.h) */
         atomic_int suspended;       /* connections suspended now */
+        unsigned conn_budget;       /* max_connections, as the open-file limit allows */
 };
 
 /* What a streaming route's handler opens for the body (req->stream). */

@@ -52,6 +52,10 @@ void conns_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
                   enum MHD_ConnectionNotificationCode code)
 {
         struct api_conns *cs = cls;
+        if (code == MHD_CONNECTION_NOTIFY_STARTED)
+                atomic_fetch_add(&cs->open, 1);
+        else
+                atomic_fetch_sub(&cs->open, 1);
         if (code == MHD_CONNECTION_NOTIFY_STARTED) {
                 const union MHD_ConnectionInfo *ci =
                     MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);

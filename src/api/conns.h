@@ -30,6 +30,7 @@ struct api_conns {
         pthread_t thread;
         bool running, stop;
         atomic_ullong cut; /* connections closed for a slow head */
+        atomic_uint open;  /* connections between accept and close */
 };
 
 /* The MHD_OPTION_NOTIFY_CONNECTION callback; cls is the struct api_conns. */

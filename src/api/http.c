@@ -23,6 +23,8 @@
 #define API_EVENT_LOOPS_MAX 4
 #define API_CONN_MEMORY (32u << 10)
 #define API_FD_RESERVE 1024 /* descriptors kept for the daemon itself */
+#define API_CONN_SLACK 64   /* libmicrohttpd's own limit, per event loop, past ours */
+#define API_BACKLOG_MAX 4096u
 
 const char *api_query(struct api_req *req, const char *key)
 {
@@ -661,6 +663,19 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen
         return 0;
 }
 
+/* Past max_connections a new connection is closed at once, whichever
+ * event loop took it. (libmicrohttpd's own limit is split between its
+ * loops, and one at its share stops accepting: clients would then wait
+ * in the listen queue instead of hearing no. Its limit is set above this
+ * one.) */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+        struct api *a = cls;
+        (void)addr;
+        (void)addrlen;
+        return atomic_load(&a->conns.open) < a->conn_budget ? MHD_YES : MHD_NO;
+}
+
 /* max_connections, or fewer when the open-file limit cannot hold two
  * descriptors for each (a held request's socket and its agent's) beside
  * what the daemon needs for itself: then more clients are refused at the
@@ -713,16 +728,17 @@ int api_start(struct api *a, struct sbx_error *err)
                                                          : MAX(max_conns / 4, 1));
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         unsigned loops = (unsigned)MIN(MAX(cpus, 1L), (long)API_EVENT_LOOPS_MAX);
+        a->conn_budget = max_conns;
         a->mhd = MHD_start_daemon(
-            flags, 0, NULL, NULL, on_request, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+            flags, 0, accept_policy, a, on_request, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
             MHD_OPTION_URI_LOG_CALLBACK, on_uri, a, MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
             MHD_OPTION_NOTIFY_CONNECTION, conns_notify, &a->conns, MHD_OPTION_CONNECTION_LIMIT,
-            max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
-            (unsigned)120, MHD_OPTION_THREAD_POOL_SIZE, loops,
+            max_conns + API_CONN_SLACK * loops, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_THREAD_POOL_SIZE, loops,
             /* Per connection: the request's head, and the read buffer
              * body chunks come through. Also the cap on a head. */
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
-            MHD_OPTION_LISTEN_BACKLOG_SIZE, MIN(max_conns, 65535u), MHD_OPTION_END);
+            MHD_OPTION_LISTEN_BACKLOG_SIZE, MIN(max_conns, API_BACKLOG_MAX), MHD_OPTION_END);
         if (!a->mhd) {
                 holder_stop(&a->holder);
                 workers_stop(&a->workers);

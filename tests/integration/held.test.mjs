@@ -8,6 +8,7 @@
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
+import net from "node:net";
 import { readFileSync } from "node:fs";
 import { Daemon, Client, until, sleep } from "./lib/daemon.mjs";
 import { startReader } from "./lib/stream.mjs";
@@ -149,4 +150,45 @@ test(`${POLLS} long polls and ${STREAMS} streams held at once: none dropped, the
   assert.ok(now <= threadsBefore + THREAD_SLACK, `the daemon holds ${now} threads 25 s after the close, ` +
     `${threadsBefore} before the held requests (slack ${THREAD_SLACK})`);
   assert.equal((await c.sh("other", "echo after")).stdout, "after\n");
+});
+
+// Past max_connections a new connection is closed at once, not left
+// waiting in the listen queue: of 40 long polls against a limit of 24, each
+// either reaches the daemon (counted) or is closed unanswered, and no more
+// than 24 reach it; once one held connection goes, a new one is served.
+test("past max_connections a connection is refused at once; a freed slot serves the next", async () => {
+  const small = new Daemon({ args: ["--network", "none", "--pool-size", "0",
+    "--max-connections", "24", "--max-connections-per-ip", "24"] });
+  const mine = [];
+  const seen = async () => Number((await (await fetch(`${small.url}/metrics`)).text()).match(/^sandboxd_http_requests_total (\d+)$/m)[1]);
+  try {
+    await small.start();
+    const c = new Client(small);
+    const h = await c.attach("few");
+    const id = (await c.spawn("few", ["sleep", "60"])).processId;
+    const base = await seen();
+    for (let i = 0; i < 40; i++) mine.push(holdPoll(h, "few", id));
+    const closed = () => mine.filter((p) => p.error || (p.req.socket && p.req.socket.destroyed)).length;
+    // The metrics request itself counts once per look.
+    let looks = 0;
+    await until(async () => {
+      looks++;
+      return closed() + (await seen()) - base - looks >= 40;
+    }, 20000).catch(() => assert.fail(`${closed()} of 40 closed; the rest neither reached the daemon nor were refused`));
+    const reached = 40 - closed();
+    assert.ok(reached <= 24 && reached >= 1, `${reached} of 40 long polls held against max_connections 24`);
+    assert.ok(mine.every((p) => !p.answer), "a poll was answered: they hold 20 s");
+    mine.find((p) => p.held()).close();
+    const r = await until(async () => {
+      try {
+        return (await fetch(`${small.url}/healthz`)).status === 200;
+      } catch {
+        return false;
+      }
+    }, 20000);
+    assert.equal(r, true);
+  } finally {
+    for (const p of mine) p.close();
+    await small.destroy();
+  }
 });

@@ -42,6 +42,7 @@ struct api {
         struct MHD_Daemon *mhd;
         struct api_metrics metrics;
         atomic_bool draining;       /* shutting down: answer 503 */
+        atomic_bool stopping;       /* past the drain: suspend nothing more */
         atomic_int inflight;        /* requests between headers and completion */
         struct api_conns conns;     /* every connection, for the head deadline */
         struct api_workers workers; /* where what may block runs (workers.h) */

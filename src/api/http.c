@@ -283,6 +283,10 @@ static ssize_t offload_read(void *cls, uint64_t pos, char *out, size_t max)
         }
         if (o->end)
                 return o->end;
+        /* At the stop nothing more is suspended: libmicrohttpd must stop
+         * with every connection running. */
+        if (atomic_load(&o->req->a->stopping))
+                return MHD_CONTENT_READER_END_WITH_ERROR;
         o->job.run = offload_job;
         api_suspend(o->req);
         workers_submit(&o->req->a->workers, &o->job);
@@ -340,7 +344,7 @@ static void upgrade_run(void *cls, struct MHD_Connection *connection, void *req_
         struct upgrade_job *u = cls;
         struct api_req *req = req_cls;
         u->extra = malloc(extra_in_size ? extra_in_size : 1);
-        if (!u->extra || !req) {
+        if (!u->extra || !req || atomic_load(&req->a->stopping)) {
                 MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
                 u->up.free(u->up.cls);
                 free(u->extra);
@@ -526,7 +530,7 @@ static enum MHD_Result request_body(struct api *a, struct api_req *req, const ch
         atomic_fetch_add(&a->metrics.bytes_in, len);
         if (req->streaming) {
                 if (req->stream && req->stream_ops->write_blocks) {
-                        if (buf_append(&req->chunk, data, len) < 0)
+                        if (atomic_load(&a->stopping) || buf_append(&req->chunk, data, len) < 0)
                                 return MHD_NO;
                         defer_job(req, API_PH_CHUNK_JOB, chunk_job);
                 } else if (req->stream) {
@@ -569,9 +573,12 @@ static enum MHD_Result request_end(struct api *a, struct api_req *req)
                 resp = *req->early;
                 free(req->early);
                 req->early = NULL;
-        } else if (req->stream) {
+        } else if (req->stream && !atomic_load(&a->stopping)) {
                 defer_job(req, API_PH_END_JOB, end_job);
                 return MHD_YES;
+        } else if (req->stream) { /* its end may wait: not at the stop (after the drain) */
+                req->stream_ops->abort(a, TAKE_PTR(req->stream));
+                api_error(&resp, 503, "unavailable", "the server is shutting down");
         } else if (req->body_too_large) {
                 api_too_large(a, api_route_held_cap(req->match.route), &resp);
         } else if (atomic_load(&a->draining)) {
@@ -767,8 +774,10 @@ void api_stop(struct api *a)
         if (!a->mhd)
                 return;
         atomic_store(&a->draining, true);
+        atomic_store(&a->stopping, true);
         /* libmicrohttpd must not stop with a connection suspended: every
-         * hold answers (503) or lets go, every job ends, then it stops. */
+         * hold answers (503) or lets go, every job ends, nothing more is
+         * suspended (stopping), then it stops. */
         holder_stop(&a->holder);
         workers_stop(&a->workers);
         int64_t deadline = mono_ms() + 5000;

@@ -150,9 +150,11 @@ static _Noreturn void guard_main(const struct guard *g, int life)
                 (void)n;
                 _exit(1);
         }
+        /* Named before it says it is ready: a process started right after
+         * must see pid 1 as the guard, never as a copy of sandbox-init. */
+        guard_blank_title(g);
         if (fd_send(life, &st, sizeof(st), mnt, 0) < 0)
                 _exit(1); /* sandbox-init reads EOF */
-        guard_blank_title(g);
         guard_ignore_signals();
         /* Nothing of sandbox-init's: not the listener, no connection. The
          * life socket stays open until the guard dies. */

@@ -320,15 +320,16 @@ int cg_spare_adopt(const struct cg_layout *l, uint64_t id, const struct rt_limit
         return l->ops->set_limits(l, id, lim, err);
 }
 
-void cg_spare_remove(const struct cg_layout *l, pid_t pid)
+bool cg_spare_remove(const struct cg_layout *l, pid_t pid)
 {
         char p[CG_PATH_MAX], root[CG_PATH_MAX];
+        bool gone = true;
         for (int i = 0; i < CG_V1_COUNT; i++) {
                 if (!l->v1[i][0])
                         continue;
                 if (pid > 0) {
-                        if (spare_path(l, l->v1[i], pid, p) == 0)
-                                rmdir(p);
+                        if (spare_path(l, l->v1[i], pid, p) == 0 && rmdir(p) < 0 && errno != ENOENT)
+                                gone = false;
                         continue;
                 }
                 if (path_join(root, sizeof(root), l->v1[i], l->root) < 0)
@@ -342,6 +343,7 @@ void cg_spare_remove(const struct cg_layout *l, pid_t pid)
                 if (d)
                         closedir(d);
         }
+        return gone;
 }
 
 int cg_v2_open(const struct cg_layout *l, uint64_t id)

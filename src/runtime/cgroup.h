@@ -68,8 +68,9 @@ int cg_spare_join(const struct cg_layout *l, struct sbx_error *err);
 int cg_spare_adopt(const struct cg_layout *l, uint64_t id, const struct rt_limits *lim,
                    struct sbx_error *err);
 /* rmdir <root>/spare-<pid> in every v1 hierarchy (pid 0: every spare-*,
- * those of a daemon that died); best effort, a cgroup in use stays. */
-void cg_spare_remove(const struct cg_layout *l, pid_t pid);
+ * those of a daemon that died); best effort, a cgroup in use stays.
+ * True when none of them is left. */
+bool cg_spare_remove(const struct cg_layout *l, pid_t pid);
 /* An fd of the sandbox's v2 cgroup for CLONE_INTO_CGROUP, or -1 when l has
  * no v2 hierarchy. */
 int cg_v2_open(const struct cg_layout *l, uint64_t id);

@@ -150,19 +150,9 @@ static void spare_drop(const struct ns_ctx *ctx, struct spare *sp)
                 ;
         close(sp->pidfd);
         close(sp->sock);
-        for (int i = 0; i < 100; i++) { /* an exited task leaves its cgroup a moment later */
-                cg_spare_remove(&ctx->cg, sp->pid);
-                char path[CG_PATH_MAX];
-                bool left = false;
-                for (int h = 0; h < CG_V1_COUNT && !left; h++)
-                        left = ctx->cg.v1[h][0] &&
-                               path_printf(path, sizeof(path), "%s/%s/spare-%d", ctx->cg.v1[h],
-                                           ctx->cg.root, (int)sp->pid) == 0 &&
-                               access(path, F_OK) == 0;
-                if (!left)
-                        break;
+        /* An exited task leaves its cgroup a moment later. */
+        for (int i = 0; i < 100 && !cg_spare_remove(&ctx->cg, sp->pid); i++)
                 sleep_ms(10);
-        }
         *sp = (struct spare){0};
 }
 
